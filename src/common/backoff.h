@@ -1,0 +1,57 @@
+// How a host thread waits for something another thread or process will do:
+// spin (cheapest when the other side is running on another core), then yield
+// the core (when ranks outnumber cores, the thread we wait for may need ours),
+// then sleep in growing steps so a long wait costs almost no CPU.
+#pragma once
+
+#include <sched.h>
+#include <time.h>
+
+#include <cstdint>
+
+namespace weft {
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+class Backoff {
+ public:
+  explicit Backoff(int spinLimit) : spinLimit_(spinLimit) {}
+
+  void pause() {
+    if (spins_ < spinLimit_) {
+      ++spins_;
+      cpuRelax();
+    } else if (yields_ < kYieldLimit) {
+      ++yields_;
+      sched_yield();
+    } else {
+      timespec ts{0, sleepNs_};
+      nanosleep(&ts, nullptr);
+      if (sleepNs_ < kMaxSleepNs) sleepNs_ *= 2;
+    }
+  }
+
+  // True once the waiter has stopped spinning (cheap checks may run each pause).
+  bool pastSpinning() const { return spins_ >= spinLimit_; }
+
+ private:
+  static constexpr int kYieldLimit = 2000;
+  static constexpr long kMaxSleepNs = 1000000;  // 1 ms
+  int spinLimit_;
+  int spins_ = 0;
+  int yields_ = 0;
+  long sleepNs_ = 20000;
+};
+
+// Spin count when nothing else is known: long enough to cover a peer's step
+// on another core, short enough to give the core away quickly otherwise.
+constexpr int kDefaultSpinCount = 20000;
+constexpr int kOversubscribedSpinCount = 200;
+
+}  // namespace weft

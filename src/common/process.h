@@ -1,0 +1,15 @@
+// Liveness of other processes on this host.
+#pragma once
+
+#include <sys/types.h>
+
+namespace weft {
+
+// False when `pid` has exited (or is a zombie waiting to be reaped). Only
+// meaningful for a pid in our own pid namespace.
+bool processAlive(pid_t pid);
+
+// Inode of this process's pid namespace (0 if unknown).
+unsigned long long pidNamespaceId();
+
+}  // namespace weft

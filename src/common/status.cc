@@ -1,0 +1,51 @@
+#include "common/status.h"
+
+#include <cstdio>
+#include <vector>
+
+namespace weft {
+
+Status::Status(ncclResult_t code, std::string message) {
+  if (code != ncclSuccess) rep_ = std::make_shared<const Rep>(Rep{code, std::move(message)});
+}
+
+const std::string& Status::message() const noexcept {
+  static const std::string kEmpty;
+  return rep_ ? rep_->message : kEmpty;
+}
+
+Status Status::withContext(const std::string& context) const {
+  if (ok()) return *this;
+  return Status(code(), context + ": " + message());
+}
+
+std::string strFormatV(const char* fmt, va_list args) {
+  char small[256];
+  va_list copy;
+  va_copy(copy, args);
+  int needed = std::vsnprintf(small, sizeof(small), fmt, copy);
+  va_end(copy);
+  if (needed < 0) return std::string(fmt);
+  if (static_cast<size_t>(needed) < sizeof(small)) return std::string(small, static_cast<size_t>(needed));
+  std::vector<char> big(static_cast<size_t>(needed) + 1);
+  std::vsnprintf(big.data(), big.size(), fmt, args);
+  return std::string(big.data(), static_cast<size_t>(needed));
+}
+
+std::string strFormat(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::string out = strFormatV(fmt, args);
+  va_end(args);
+  return out;
+}
+
+Status errorStatus(ncclResult_t code, const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  std::string message = strFormatV(fmt, args);
+  va_end(args);
+  return Status(code, std::move(message));
+}
+
+}  // namespace weft

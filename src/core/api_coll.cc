@@ -1,0 +1,149 @@
+// Collectives and point-to-point entry points. The stream argument is
+// ignored on the host backend: operations complete before returning, or at
+// the outermost ncclGroupEnd.
+#include "core/api.h"
+#include "core/comm.h"
+#include "core/datatypes.h"
+#include "core/enqueue.h"
+#include "core/group.h"
+
+using namespace weft::core;
+using weft::device::Func;
+
+WEFT_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclAllReduce", comm, [&] {
+    return enqueueColl(comm, {Func::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0});
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclReduce", comm, [&] {
+    return enqueueColl(comm, {Func::kReduce, sendbuff, recvbuff, count, datatype, op, root});
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              int root, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclBroadcast", comm, [&] {
+    return enqueueColl(comm, {Func::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root});
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+              cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclBcast", comm, [&] {
+    return enqueueColl(comm, {Func::kBroadcast, buff, buff, count, datatype, ncclSum, root});
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+              ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclAllGather", comm, [&] {
+    return enqueueColl(comm, {Func::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0});
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclReduceScatter", comm, [&] {
+    return enqueueColl(comm, {Func::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0});
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+              ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclSend", comm, [&] { return enqueueP2p(comm, true, sendbuff, count, datatype, peer); });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+              cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclRecv", comm, [&] { return enqueueP2p(comm, false, recvbuff, count, datatype, peer); });
+}
+
+namespace {
+
+// Byte offset of rank `r`'s block of `count` elements.
+size_t blockOffset(int r, size_t count, ncclDataType_t datatype) {
+  return static_cast<size_t>(r) * count * typeSize(datatype);
+}
+
+weft::Status checkRoot(ncclComm_t comm, int root) {
+  WEFT_RETURN_IF_ERROR(ensureUsable(comm));
+  const int nranks = asComm(comm)->nranks;
+  if (root < 0 || root >= nranks)
+    return weft::errorStatus(ncclInvalidArgument, "root is %d, expected a rank in 0..%d", root, nranks - 1);
+  return weft::okStatus();
+}
+
+weft::Status checkTypeArg(ncclDataType_t datatype) {
+  if (!validDataType(datatype))
+    return weft::errorStatus(ncclInvalidArgument, "datatype is %d, expected an ncclDataType_t in 0..%d",
+                             static_cast<int>(datatype), ncclNumTypes - 1);
+  return weft::okStatus();
+}
+
+}  // namespace
+
+WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclAlltoAll", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(ensureUsable(comm));
+    WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
+    const int nranks = asComm(comm)->nranks;
+    GroupScope group;
+    for (int r = 0; r < nranks; ++r) {
+      WEFT_RETURN_IF_ERROR(enqueueP2p(comm, true, static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype),
+                                      count, datatype, r));
+      WEFT_RETURN_IF_ERROR(
+          enqueueP2p(comm, false, static_cast<char*>(recvbuff) + blockOffset(r, count, datatype), count, datatype, r));
+    }
+    return group.end();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              int root, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclGather", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
+    WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
+    const Comm* c = asComm(comm);
+    GroupScope group;
+    WEFT_RETURN_IF_ERROR(enqueueP2p(comm, true, sendbuff, count, datatype, root));
+    if (c->rank == root) {
+      for (int r = 0; r < c->nranks; ++r)
+        WEFT_RETURN_IF_ERROR(enqueueP2p(comm, false, static_cast<char*>(recvbuff) + blockOffset(r, count, datatype),
+                                        count, datatype, r));
+    }
+    return group.end();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+              int root, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  return apiCall("ncclScatter", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
+    WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
+    const Comm* c = asComm(comm);
+    GroupScope group;
+    if (c->rank == root) {
+      for (int r = 0; r < c->nranks; ++r)
+        WEFT_RETURN_IF_ERROR(enqueueP2p(
+            comm, true, static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype), count, datatype, r));
+    }
+    WEFT_RETURN_IF_ERROR(enqueueP2p(comm, false, recvbuff, count, datatype, root));
+    return group.end();
+  });
+}

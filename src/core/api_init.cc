@@ -1,0 +1,180 @@
+// Communicator life cycle: unique id, init, split, finalize, destroy, abort.
+#include <memory>
+#include <vector>
+
+#include "common/log.h"
+#include "core/api.h"
+#include "core/comm.h"
+#include "core/group.h"
+#include "core/init.h"
+#include "core/split.h"
+#include "core/unique_id.h"
+
+namespace weft::core {
+namespace {
+
+Status checkOut(const void* out, const char* name) {
+  if (out == nullptr)
+    return errorStatus(ncclInvalidArgument, "%s is NULL, expected a pointer to store the result", name);
+  return okStatus();
+}
+
+void markInitResult(Comm* comm, const Status& status) {
+  if (status.ok()) return;
+  std::lock_guard<std::mutex> lock(comm->execMutex);
+  comm->failure = status;
+  comm->state.store(static_cast<int>(CommState::kFailed));
+  comm->asyncError.store(status.code());
+}
+
+// Validates arguments, creates the communicator object and runs (or defers,
+// or backgrounds) its initialisation.
+Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
+  WEFT_RETURN_IF_ERROR(checkOut(out, "comm"));
+  *out = nullptr;
+  if (nranks < 1) return errorStatus(ncclInvalidArgument, "nranks is %d, expected at least 1", nranks);
+  if (rank < 0 || rank >= nranks)
+    return errorStatus(ncclInvalidArgument, "rank is %d, expected 0..%d (nranks %d)", rank, nranks - 1, nranks);
+  WEFT_ASSIGN_OR_RETURN(UniqueIdContents contents, unpackUniqueId(id));
+  WEFT_ASSIGN_OR_RETURN(CommConfig parsed, parseConfig(config));
+  auto comm = std::make_unique<ncclComm>();
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->config = parsed;
+  Comm* raw = comm.get();
+  auto run = [raw, contents]() {
+    Status status = initComm(raw, contents);
+    markInitResult(raw, status);
+    return status.withContext(strFormat("init of rank %d", raw->rank));
+  };
+  if (inGroup()) {
+    groupDeferInit(raw, run);
+    *out = comm.release();
+    return okStatus();
+  }
+  if (!parsed.blocking) {
+    raw->initThread = std::thread([run] { (void)run(); });
+    *out = comm.release();
+    return Status(ncclInProgress, "");
+  }
+  WEFT_RETURN_IF_ERROR(run());
+  *out = comm.release();
+  return okStatus();
+}
+
+// Frees the communicator. Abort first stops anything running on it.
+Status destroyComm(ncclComm_t handle, bool abort) {
+  WEFT_RETURN_IF_ERROR(checkComm(handle));
+  Comm* comm = asComm(handle);
+  if (abort) comm->abortFlag.store(1);
+  if (comm->initThread.joinable()) comm->initThread.join();
+  { std::lock_guard<std::mutex> lock(comm->execMutex); }  // in-flight operations have returned
+  WEFT_INFO(log::kInit, "comm %p rank %d nranks %d - %s COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks,
+            abort ? "Abort" : "Destroy");
+  delete static_cast<ncclComm*>(handle);
+  return okStatus();
+}
+
+}  // namespace
+}  // namespace weft::core
+
+using namespace weft::core;
+
+WEFT_NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+  return apiCall("ncclGetVersion", nullptr, [&] {
+    WEFT_RETURN_IF_ERROR(checkOut(version, "version"));
+    *version = NCCL_VERSION_CODE;
+    return weft::okStatus();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  return apiCall("ncclGetUniqueId", nullptr, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkOut(uniqueId, "uniqueId"));
+    WEFT_ASSIGN_OR_RETURN(UniqueIdContents contents, createUniqueId());
+    *uniqueId = packUniqueId(contents);
+    return weft::okStatus();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+              ncclConfig_t* config) {
+  return apiCall("ncclCommInitRankConfig", nullptr, [&] { return initRank(comm, nranks, commId, rank, config); });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return apiCall("ncclCommInitRank", nullptr, [&] { return initRank(comm, nranks, commId, rank, nullptr); });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+              ncclUniqueId* commIds, ncclConfig_t* config) {
+  return apiCall("ncclCommInitRankScalable", nullptr, [&]() -> weft::Status {
+    if (nId < 1 || commIds == nullptr)
+      return weft::errorStatus(ncclInvalidArgument, "nId is %d and commIds %p, expected at least one unique id", nId,
+                               static_cast<void*>(commIds));
+    // One root serves every rank here; the extra ids exist to spread the
+    // load of very large jobs, which a single root handles below that scale.
+    return initRank(newcomm, nranks, commIds[0], myrank, config);
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* devlist) {
+  return apiCall("ncclCommInitAll", nullptr, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkOut(comm, "comm"));
+    if (ndev < 1) return weft::errorStatus(ncclInvalidArgument, "ndev is %d, expected at least 1", ndev);
+    (void)devlist;  // the host backend has no devices to bind
+    WEFT_ASSIGN_OR_RETURN(UniqueIdContents contents, createUniqueId());
+    const ncclUniqueId id = packUniqueId(contents);
+    WEFT_RETURN_IF_ERROR(groupStart());
+    weft::Status first;
+    for (int i = 0; i < ndev; ++i) {
+      weft::Status s = initRank(&comm[i], ndev, id, i, nullptr);
+      if (!s.ok() && first.ok()) first = s;
+    }
+    weft::Status ended = groupEnd();
+    if (first.ok()) first = ended;
+    if (!first.ok()) {
+      for (int i = 0; i < ndev; ++i)
+        if (comm[i] != nullptr) (void)destroyComm(comm[i], true), comm[i] = nullptr;
+    }
+    return first;
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+              ncclConfig_t* config) {
+  return apiCall("ncclCommSplit", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkOut(newcomm, "newcomm"));
+    *newcomm = nullptr;
+    WEFT_RETURN_IF_ERROR(checkComm(comm));
+    CommConfig childConfig = asComm(comm)->config;
+    if (config != nullptr) {
+      WEFT_ASSIGN_OR_RETURN(childConfig, parseConfig(config));
+    }
+    Comm* child = nullptr;
+    WEFT_RETURN_IF_ERROR(splitComm(asComm(comm), color, key, childConfig, &child));
+    *newcomm = static_cast<ncclComm*>(child);
+    return weft::okStatus();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  return apiCall("ncclCommFinalize", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkComm(comm));
+    Comm* c = asComm(comm);
+    if (c->initThread.joinable()) c->initThread.join();
+    // Host operations complete before their call returns: nothing is in
+    // flight, and our FIFO memory outlives any peer still using it.
+    std::lock_guard<std::mutex> lock(c->execMutex);
+    if (c->state.load() == static_cast<int>(CommState::kReady)) c->state.store(static_cast<int>(CommState::kFinalized));
+    return weft::okStatus();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  return apiCall("ncclCommDestroy", nullptr, [&] { return destroyComm(comm, false); });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  return apiCall("ncclCommAbort", nullptr, [&] { return destroyComm(comm, true); });
+}

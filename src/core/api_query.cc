@@ -1,0 +1,115 @@
+// Queries, error strings, logging control and Weft's own extensions.
+#include <cstdio>
+
+#include "common/log.h"
+#include "core/api.h"
+#include "core/comm.h"
+#include "transport/transport.h"
+#include "weft.h"
+
+using namespace weft::core;
+
+namespace {
+
+weft::Status checkQuery(ncclComm_t comm, const void* out, const char* outName) {
+  WEFT_RETURN_IF_ERROR(checkComm(comm));
+  if (out == nullptr) return weft::errorStatus(ncclInvalidArgument, "%s is NULL, expected a pointer", outName);
+  return weft::okStatus();
+}
+
+}  // namespace
+
+WEFT_NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  return apiCall("ncclCommCount", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkQuery(comm, count, "count"));
+    *count = asComm(comm)->nranks;
+    return weft::okStatus();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  return apiCall("ncclCommUserRank", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkQuery(comm, rank, "rank"));
+    *rank = asComm(comm)->rank;
+    return weft::okStatus();
+  });
+}
+
+// Host-backend communicators have no CUDA device: -1.
+WEFT_NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  return apiCall("ncclCommCuDevice", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkQuery(comm, device, "device"));
+    *device = asComm(comm)->cudaDev;
+    return weft::okStatus();
+  });
+}
+
+WEFT_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  return apiCall("ncclCommGetAsyncError", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkQuery(comm, asyncError, "asyncError"));
+    *asyncError = asComm(comm)->asyncError.load(std::memory_order_acquire);
+    return weft::okStatus();
+  });
+}
+
+WEFT_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=WARN for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=WARN for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the Weft developers";
+    case ncclInvalidArgument:
+      return "invalid argument (ncclGetLastError or NCCL_DEBUG=WARN says which)";
+    case ncclInvalidUsage:
+      return "invalid usage (ncclGetLastError or NCCL_DEBUG=WARN says why)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
+  }
+}
+
+WEFT_NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+  const char* mine = threadLastError();
+  if (mine[0] != '\0' || comm == nullptr || !checkComm(comm).ok()) return mine;
+  Comm* c = asComm(comm);
+  std::lock_guard<std::mutex> lock(c->errorMutex);
+  return c->lastError.c_str();
+}
+
+WEFT_NCCL_API(void, ncclResetDebugInit) { weft::log::reset(); }
+
+WEFT_EXPORT ncclResult_t weftCommGetBackend(ncclComm_t comm, weftBackend_t* backend) {
+  return apiCall("weftCommGetBackend", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkQuery(comm, backend, "backend"));
+    *backend = asComm(comm)->backend;
+    return weft::okStatus();
+  });
+}
+
+WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len) {
+  return apiCall("weftCommDescribe", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkQuery(comm, buf, "buf"));
+    if (len == 0) return weft::errorStatus(ncclInvalidArgument, "len is 0, expected room for at least a NUL byte");
+    const Comm* c = asComm(comm);
+    std::string text =
+        weft::strFormat("rank %d of %d, backend host, %zu channels (min %d), step %lld bytes", c->rank, c->nranks,
+                        c->channels.size(), c->minChannels, static_cast<long long>(c->stepBytes));
+    for (const Channel& ch : c->channels) {
+      text += weft::strFormat("; channel %d ring", ch.id);
+      for (int r : ch.ringOrder) text += " " + std::to_string(r);
+      if (c->nranks > 1) {
+        const auto& next = ch.send[static_cast<size_t>(ch.ring.next)];
+        text += weft::strFormat(" (to %d via %s)", ch.ring.next, next ? next->transport->name() : "?");
+      }
+    }
+    std::snprintf(buf, len, "%s", text.c_str());
+    return weft::okStatus();
+  });
+}

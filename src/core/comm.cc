@@ -1,0 +1,38 @@
+#include "core/comm.h"
+
+#include "core/host_executor.h"
+
+namespace weft::core {
+
+Comm::Comm() = default;
+
+Comm::~Comm() {
+  if (initThread.joinable()) initThread.join();
+  executor.reset();  // joins workers before connections go away
+  magic = kCommDeadMagic;
+}
+
+device::ChannelView Channel::view(int rank) const {
+  device::ChannelView v{};
+  v.id = id;
+  v.rank = rank;
+  v.ring = ring;
+  if (ring.nranks > 1) {
+    v.ringRecv = &recv[static_cast<size_t>(ring.prev)]->end;
+    v.ringSend = &send[static_cast<size_t>(ring.next)]->end;
+  }
+  return v;
+}
+
+Status checkComm(const ncclComm_t comm, const char* argName) {
+  if (comm == nullptr) return errorStatus(ncclInvalidArgument, "%s is NULL, expected a communicator", argName);
+  const Comm* c = asComm(comm);
+  if (c->magic == kCommDeadMagic)
+    return errorStatus(ncclInvalidUsage, "%s %p was already destroyed", argName, static_cast<const void*>(comm));
+  if (c->magic != kCommMagic)
+    return errorStatus(ncclInvalidArgument, "%s %p is not a communicator (bad magic)", argName,
+                       static_cast<const void*>(comm));
+  return okStatus();
+}
+
+}  // namespace weft::core

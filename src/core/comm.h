@@ -1,0 +1,111 @@
+// The communicator: everything one rank knows about its communicator. Core
+// code operates on it; graph, tuning, transport and device code get narrow
+// views of it, never the whole.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "core/bootstrap.h"
+#include "core/config.h"
+#include "core/redop.h"
+#include "core/task.h"
+#include "device/backend/host/host_coop.h"
+#include "device/work.h"
+#include "nccl.h"
+#include "transport/connection.h"
+#include "weft.h"
+
+namespace weft::core {
+
+class HostExecutor;
+
+constexpr uint64_t kCommMagic = 0x5765667443306d6dull;      // live
+constexpr uint64_t kCommDeadMagic = 0x5765667444656164ull;  // destroyed
+
+// What every rank tells the others at init (fixed-size, exchanged by allGather).
+struct PeerInfo {
+  int32_t rank;
+  int32_t backend;  // weftBackend_t
+  int32_t cudaDev;
+  int32_t pid;
+  uint64_t hostHash;
+  uint64_t processHash;
+  uint64_t pidNamespace;
+  char hostname[64];
+};
+
+struct Channel {
+  int id = 0;
+  std::vector<int32_t> ringOrder;  // ring position -> rank
+  device::RingView ring{};
+  // Per peer, created on first use (ring neighbours at init, others at the
+  // first send/recv that needs them).
+  std::vector<std::unique_ptr<transport::Connection>> send;
+  std::vector<std::unique_ptr<transport::Connection>> recv;
+
+  device::ChannelView view(int rank) const;
+};
+
+enum class CommState : int { kInitializing, kReady, kFailed, kFinalized };
+
+struct Comm {
+  Comm();
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  uint64_t magic = kCommMagic;
+  int rank = -1;
+  int nranks = 0;
+  int cudaDev = -1;
+  weftBackend_t backend = weftBackendHost;
+  CommConfig config;
+  uint64_t commHash = 0;  // same on every rank; names shared resources
+  int splitCount = 0;     // splits made from this communicator so far
+
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::vector<PeerInfo> peers;
+  std::vector<Channel> channels;
+  int minChannels = 1;
+  int localRanks = 1;  // ranks of this communicator on this host
+  int64_t stepBytes = 0;
+  int chunkSteps = 4;
+
+  std::atomic<uint32_t> abortFlag{0};
+  std::atomic<int> state{static_cast<int>(CommState::kInitializing)};
+  std::atomic<ncclResult_t> asyncError{ncclInProgress};
+  Status failure;          // why the communicator failed (guarded by execMutex)
+  std::thread initThread;  // non-blocking init
+
+  std::vector<CollTask> collTasks;
+  std::vector<P2pTask> p2pTasks;
+  RedOpTable ops;
+
+  std::vector<pid_t> peerPids;  // local peer processes to watch while waiting, else 0
+  device::HostWaitConfig waitConfig;
+  std::unique_ptr<HostExecutor> executor;
+  std::mutex execMutex;  // held while operations run; abort takes it to wait them out
+
+  std::mutex errorMutex;
+  std::string lastError;
+};
+
+// Validates a handle from the API (null, destroyed, or not a communicator).
+Status checkComm(const ncclComm_t comm, const char* argName = "comm");
+
+}  // namespace weft::core
+
+// The opaque type of the API is the communicator itself.
+struct ncclComm : weft::core::Comm {};
+
+namespace weft::core {
+inline Comm* asComm(ncclComm_t comm) { return static_cast<Comm*>(comm); }
+}  // namespace weft::core

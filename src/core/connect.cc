@@ -1,0 +1,108 @@
+#include "core/connect.h"
+
+#include "common/log.h"
+#include "common/params.h"
+#include "core/comm.h"
+
+namespace weft::core {
+namespace {
+
+constexpr int kConnectTagBase = 1000;
+
+int connectTag(int channel) { return kConnectTagBase + channel; }
+
+std::unique_ptr<transport::Connection>& slot(const ConnectNeed& need) {
+  Channel& channel = need.comm->channels[static_cast<size_t>(need.channel)];
+  return need.isSend ? channel.send[static_cast<size_t>(need.peer)] : channel.recv[static_cast<size_t>(need.peer)];
+}
+
+transport::LinkSpec linkOf(const ConnectNeed& need) {
+  return transport::LinkSpec{need.channel, need.comm->rank, need.peer, need.comm->stepBytes};
+}
+
+const transport::Transport* transportById(uint32_t id) {
+  switch (static_cast<transport::TransportId>(id)) {
+    case transport::TransportId::kP2p:
+      return &transport::p2pTransport();
+    case transport::TransportId::kShm:
+      return &transport::shmTransport();
+    default:
+      return nullptr;
+  }
+}
+
+Status setupRecv(const ConnectNeed& need) {
+  Comm& comm = *need.comm;
+  WEFT_ASSIGN_OR_RETURN(const transport::Transport* chosen, selectTransport(comm, need.peer));
+  auto conn = std::make_unique<transport::Connection>();
+  transport::ConnectBlob blob{};
+  WEFT_RETURN_IF_ERROR(chosen->setupRecv(linkOf(need), conn.get(), &blob));
+  WEFT_RETURN_IF_ERROR(comm.bootstrap->send(need.peer, connectTag(need.channel), &blob, sizeof(blob)));
+  WEFT_INFO(log::kInit, "Channel %02d : %d[%d] -> %d[%d] via %s", need.channel, need.peer, need.peer, comm.rank,
+            comm.rank, chosen->name());
+  slot(need) = std::move(conn);
+  return okStatus();
+}
+
+Status connectSend(const ConnectNeed& need) {
+  Comm& comm = *need.comm;
+  transport::ConnectBlob blob{};
+  WEFT_RETURN_IF_ERROR(comm.bootstrap->recv(need.peer, connectTag(need.channel), &blob, sizeof(blob)));
+  const transport::Transport* chosen = transportById(blob.transportId);
+  if (chosen == nullptr)
+    return errorStatus(ncclInternalError, "rank %d: rank %d chose unknown transport %u for channel %d", comm.rank,
+                       need.peer, blob.transportId, need.channel);
+  auto conn = std::make_unique<transport::Connection>();
+  WEFT_RETURN_IF_ERROR(chosen->connectSend(linkOf(need), blob, conn.get()));
+  slot(need) = std::move(conn);
+  return okStatus();
+}
+
+}  // namespace
+
+Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) {
+  const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
+  const PeerInfo& other = comm.peers[static_cast<size_t>(peer)];
+  if (me.hostHash != other.hostHash)
+    return errorStatus(ncclInvalidUsage,
+                       "rank %d (host %s) and rank %d (host %s) are on different hosts, and this build has no network "
+                       "transport yet",
+                       comm.rank, me.hostname, peer, other.hostname);
+  const bool p2pOff = param::p2pDisable() != 0;
+  const bool shmOff = param::shmDisable() != 0;
+  if (me.processHash == other.processHash && !p2pOff) return &transport::p2pTransport();
+  if (!shmOff) return &transport::shmTransport();
+  return errorStatus(ncclInvalidUsage,
+                     "no transport connects rank %d and rank %d on host %s: NCCL_SHM_DISABLE=1%s rules out all of them",
+                     comm.rank, peer, me.hostname, p2pOff ? " and NCCL_P2P_DISABLE=1" : "");
+}
+
+Status connectPeers(const std::vector<ConnectNeed>& needs) {
+  for (const ConnectNeed& need : needs) {
+    if (need.isSend || slot(need)) continue;
+    Status s = setupRecv(need);
+    if (!s.ok())
+      return s.withContext(
+          strFormat("rank %d: connecting channel %d from rank %d", need.comm->rank, need.channel, need.peer));
+  }
+  for (const ConnectNeed& need : needs) {
+    if (!need.isSend || slot(need)) continue;
+    Status s = connectSend(need);
+    if (!s.ok())
+      return s.withContext(
+          strFormat("rank %d: connecting channel %d to rank %d", need.comm->rank, need.channel, need.peer));
+  }
+  return okStatus();
+}
+
+Status connectRings(Comm* comm) {
+  if (comm->nranks == 1) return okStatus();
+  std::vector<ConnectNeed> needs;
+  for (Channel& channel : comm->channels) {
+    needs.push_back({comm, channel.id, channel.ring.prev, false});
+    needs.push_back({comm, channel.id, channel.ring.next, true});
+  }
+  return connectPeers(needs);
+}
+
+}  // namespace weft::core

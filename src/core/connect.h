@@ -1,0 +1,34 @@
+// Choosing a transport per peer and establishing connections, in two phases
+// so no rank ever waits on a peer that is itself waiting: first every
+// receiver allocates its FIFOs and posts their descriptions over bootstrap,
+// then every sender collects the descriptions it needs and attaches.
+#pragma once
+
+#include <vector>
+
+#include "common/status.h"
+#include "transport/transport.h"
+
+namespace weft::core {
+
+struct Comm;
+
+struct ConnectNeed {
+  Comm* comm;
+  int channel;
+  int peer;
+  bool isSend;
+};
+
+// The transport this rank uses to receive from `peer`, or an error naming
+// both ranks, their hosts and the setting that ruled each transport out.
+Result<const transport::Transport*> selectTransport(const Comm& comm, int peer);
+
+// Connects every need not yet connected. Needs may span communicators driven
+// by the same thread (a group), which is why both phases loop over all.
+Status connectPeers(const std::vector<ConnectNeed>& needs);
+
+// Ring neighbours of every channel.
+Status connectRings(Comm* comm);
+
+}  // namespace weft::core

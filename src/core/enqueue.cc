@@ -1,0 +1,153 @@
+#include "core/enqueue.h"
+
+#include <limits>
+
+#include "core/comm.h"
+#include "core/datatypes.h"
+#include "core/group.h"
+#include "core/launch.h"
+
+namespace weft::core {
+namespace {
+
+const char* funcName(device::Func func) {
+  switch (func) {
+    case device::Func::kAllReduce:
+      return "AllReduce";
+    case device::Func::kAllGather:
+      return "AllGather";
+    case device::Func::kReduceScatter:
+      return "ReduceScatter";
+    case device::Func::kBroadcast:
+      return "Broadcast";
+    case device::Func::kReduce:
+      return "Reduce";
+    default:
+      return "SendRecv";
+  }
+}
+
+bool reduces(device::Func func) {
+  return func == device::Func::kAllReduce || func == device::Func::kReduceScatter || func == device::Func::kReduce;
+}
+
+Status checkType(ncclDataType_t datatype) {
+  if (!validDataType(datatype))
+    return errorStatus(ncclInvalidArgument, "datatype is %d, expected an ncclDataType_t in 0..%d",
+                       static_cast<int>(datatype), ncclNumTypes - 1);
+  return okStatus();
+}
+
+Status checkBytes(size_t count, ncclDataType_t datatype, int factor) {
+  const size_t limit = std::numeric_limits<size_t>::max() / typeSize(datatype) / static_cast<size_t>(factor);
+  if (count > limit)
+    return errorStatus(ncclInvalidArgument, "count is %zu, too large: count x sizeof(%s) x %d overflows", count,
+                       typeName(datatype), factor);
+  return okStatus();
+}
+
+Status checkBuffer(const char* name, const void* buff, size_t count) {
+  if (count > 0 && buff == nullptr)
+    return errorStatus(ncclInvalidArgument, "%s is NULL with count %zu, expected a buffer", name, count);
+  return okStatus();
+}
+
+Status checkRank(const char* name, int value, int nranks) {
+  if (value < 0 || value >= nranks)
+    return errorStatus(ncclInvalidArgument, "%s is %d, expected a rank in 0..%d", name, value, nranks - 1);
+  return okStatus();
+}
+
+// Which buffers a rank must pass: roots of Broadcast need only sendbuff
+// meaningfully; Reduce reads recvbuff only at the root.
+Status checkCollBuffers(const Comm& comm, const CollArgs& a) {
+  const bool isRoot = comm.rank == a.root;
+  const bool needSend = a.func != device::Func::kBroadcast || isRoot;
+  const bool needRecv = a.func != device::Func::kReduce || isRoot;
+  if (needSend) WEFT_RETURN_IF_ERROR(checkBuffer("sendbuff", a.sendbuff, a.count));
+  if (needRecv) WEFT_RETURN_IF_ERROR(checkBuffer("recvbuff", a.recvbuff, a.count));
+  return okStatus();
+}
+
+Status submit(Comm* comm) {
+  if (inGroup()) {
+    groupAddComm(comm);
+    return okStatus();
+  }
+  return launchComms({comm});
+}
+
+Status recordInGroup(Status status) {
+  if (!status.ok()) groupRecordError(status);
+  return status;
+}
+
+}  // namespace
+
+Status ensureUsable(ncclComm_t handle) {
+  WEFT_RETURN_IF_ERROR(checkComm(handle));
+  Comm* comm = asComm(handle);
+  if (comm->state.load() == static_cast<int>(CommState::kInitializing)) {
+    if (!comm->initThread.joinable())
+      return errorStatus(ncclInvalidUsage, "comm %p is initialised by the enclosing group: call ncclGroupEnd first",
+                         static_cast<void*>(comm));
+    comm->initThread.join();
+  }
+  switch (static_cast<CommState>(comm->state.load())) {
+    case CommState::kFailed: {
+      std::lock_guard<std::mutex> lock(comm->execMutex);
+      return comm->failure.ok() ? errorStatus(ncclInvalidUsage, "comm %p failed earlier", static_cast<void*>(comm))
+                                : comm->failure;
+    }
+    case CommState::kFinalized:
+      return errorStatus(ncclInvalidUsage, "comm %p was finalized; only ncclCommDestroy may follow",
+                         static_cast<void*>(comm));
+    default:
+      return okStatus();
+  }
+}
+
+Status enqueueColl(ncclComm_t handle, const CollArgs& a) {
+  Status usable = ensureUsable(handle);
+  if (!usable.ok()) return recordInGroup(usable);
+  Comm* comm = asComm(handle);
+  auto check = [&]() -> Status {
+    WEFT_RETURN_IF_ERROR(checkType(a.datatype));
+    const bool perRank = a.func == device::Func::kAllGather || a.func == device::Func::kReduceScatter;
+    WEFT_RETURN_IF_ERROR(checkBytes(a.count, a.datatype, perRank ? comm->nranks : 1));
+    if (a.func == device::Func::kBroadcast || a.func == device::Func::kReduce)
+      WEFT_RETURN_IF_ERROR(checkRank("root", a.root, comm->nranks));
+    return checkCollBuffers(*comm, a);
+  };
+  Status checked = check();
+  if (!checked.ok()) return recordInGroup(checked.withContext(funcName(a.func)));
+  CollTask task{a.func, a.sendbuff, a.recvbuff, a.count, a.datatype, ResolvedOp{}, a.root};
+  if (reduces(a.func)) {
+    Result<ResolvedOp> op = comm->ops.resolve(a.op, a.datatype, comm->nranks);
+    if (!op.ok()) return recordInGroup(op.status().withContext(funcName(a.func)));
+    task.op = op.value();
+  }
+  if (a.count == 0) return okStatus();
+  comm->collTasks.push_back(task);
+  return submit(comm);
+}
+
+Status enqueueP2p(ncclComm_t handle, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer) {
+  Status usable = ensureUsable(handle);
+  if (!usable.ok()) return recordInGroup(usable);
+  Comm* comm = asComm(handle);
+  auto check = [&]() -> Status {
+    WEFT_RETURN_IF_ERROR(checkType(datatype));
+    WEFT_RETURN_IF_ERROR(checkBytes(count, datatype, 1));
+    WEFT_RETURN_IF_ERROR(checkRank("peer", peer, comm->nranks));
+    return checkBuffer(isSend ? "sendbuff" : "recvbuff", buff, count);
+  };
+  Status checked = check();
+  if (!checked.ok()) return recordInGroup(checked.withContext(isSend ? "Send" : "Recv"));
+  P2pTask task{isSend, peer, isSend ? buff : nullptr, isSend ? nullptr : const_cast<void*>(buff),
+               count * typeSize(datatype)};
+  comm->p2pTasks.push_back(task);
+  return submit(comm);
+}
+
+}  // namespace weft::core

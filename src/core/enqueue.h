@@ -1,0 +1,31 @@
+// Entry of collectives and point-to-point calls: argument checks (each
+// failure names the argument, its value and what was expected), then a task
+// on the communicator, launched now or at the outermost ncclGroupEnd.
+#pragma once
+
+#include <cstddef>
+
+#include "common/status.h"
+#include "device/work.h"
+#include "nccl.h"
+
+namespace weft::core {
+
+struct CollArgs {
+  device::Func func;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  ncclDataType_t datatype;
+  ncclRedOp_t op;  // ignored by data-only collectives
+  int root;        // Broadcast and Reduce
+};
+
+Status enqueueColl(ncclComm_t comm, const CollArgs& args);
+Status enqueueP2p(ncclComm_t comm, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer);
+
+// Blocks until a non-blocking init has finished; fails if the communicator
+// failed, was finalized, or is still waiting for its group to end.
+Status ensureUsable(ncclComm_t comm);
+
+}  // namespace weft::core

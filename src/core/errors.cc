@@ -1,0 +1,33 @@
+#include <string>
+
+#include "common/log.h"
+#include "core/api.h"
+#include "core/comm.h"
+
+namespace weft::core {
+namespace {
+
+thread_local std::string tlsLastError;
+
+}  // namespace
+
+ncclResult_t finishApiCall(const char* api, ncclComm_t comm, const Status& status) {
+  if (status.code() == ncclInProgress) return ncclInProgress;
+  std::string message = std::string(api) + ": " + status.message();
+  tlsLastError = message;
+  if (comm != nullptr && checkComm(comm).ok()) {
+    Comm* c = asComm(comm);
+    std::lock_guard<std::mutex> lock(c->errorMutex);
+    c->lastError = message;
+  }
+  WEFT_WARN("%s", message.c_str());
+  return status.code();
+}
+
+const char* threadLastError() { return tlsLastError.c_str(); }
+
+Status notSupported(const char* api, const char* why) {
+  return errorStatus(ncclInvalidUsage, "%s is not supported by Weft yet: %s", api, why);
+}
+
+}  // namespace weft::core

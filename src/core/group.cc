@@ -1,0 +1,78 @@
+#include "core/group.h"
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "core/comm.h"
+#include "core/launch.h"
+
+namespace weft::core {
+namespace {
+
+struct DeferredInit {
+  Comm* comm;
+  std::function<Status()> run;
+};
+
+struct GroupState {
+  int depth = 0;
+  std::vector<Comm*> comms;
+  std::vector<DeferredInit> inits;
+  Status error;
+};
+
+thread_local GroupState tlsGroup;
+
+}  // namespace
+
+bool inGroup() { return tlsGroup.depth > 0; }
+
+Status groupStart() {
+  ++tlsGroup.depth;
+  return okStatus();
+}
+
+void groupAddComm(Comm* comm) {
+  if (std::find(tlsGroup.comms.begin(), tlsGroup.comms.end(), comm) == tlsGroup.comms.end())
+    tlsGroup.comms.push_back(comm);
+}
+
+void groupDeferInit(Comm* comm, std::function<Status()> init) { tlsGroup.inits.push_back({comm, std::move(init)}); }
+
+void groupRecordError(const Status& status) {
+  if (inGroup() && tlsGroup.error.ok()) tlsGroup.error = status;
+}
+
+Status runInitsConcurrently(std::vector<std::function<Status()>>& inits) {
+  std::vector<Status> results(inits.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < inits.size(); ++i) threads.emplace_back([&, i] { results[i] = inits[i](); });
+  if (!inits.empty()) results[0] = inits[0]();
+  for (std::thread& t : threads) t.join();
+  for (const Status& s : results)
+    if (!s.ok()) return s;
+  return okStatus();
+}
+
+Status groupEnd() {
+  if (tlsGroup.depth == 0)
+    return errorStatus(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  if (--tlsGroup.depth > 0) return okStatus();
+  GroupState state = std::move(tlsGroup);
+  tlsGroup = GroupState();
+  Status status;
+  if (!state.inits.empty()) {
+    std::vector<std::function<Status()>> inits;
+    for (DeferredInit& d : state.inits) inits.push_back(std::move(d.run));
+    status = runInitsConcurrently(inits);
+  }
+  if (!state.error.ok() || !status.ok()) {
+    discardTasks(state.comms);
+    return !state.error.ok() ? state.error : status;
+  }
+  if (state.comms.empty()) return okStatus();
+  return launchComms(state.comms);
+}
+
+}  // namespace weft::core

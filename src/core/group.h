@@ -1,0 +1,48 @@
+// Groups (ncclGroupStart/End): per-thread state. Inside a group, operations
+// are queued on their communicators and launched together by the outermost
+// ncclGroupEnd; communicator inits inside a group run concurrently there.
+#pragma once
+
+#include <functional>
+
+#include "common/status.h"
+
+namespace weft::core {
+
+struct Comm;
+
+bool inGroup();
+Status groupStart();
+Status groupEnd();
+
+// Called by enqueue inside a group: the communicator has queued work.
+void groupAddComm(Comm* comm);
+// Called by init inside a group: run `init` at the outermost group end.
+void groupDeferInit(Comm* comm, std::function<Status()> init);
+// An error inside the group: returned again by ncclGroupEnd, whose queued
+// operations are then dropped.
+void groupRecordError(const Status& status);
+
+// Runs several inits concurrently (one thread each beyond the first) and
+// returns the first failure; used by group end and ncclCommInitAll.
+Status runInitsConcurrently(std::vector<std::function<Status()>>& inits);
+
+// Starts a group for a scope (used by AlltoAll, Gather, Scatter).
+class GroupScope {
+ public:
+  GroupScope() { (void)groupStart(); }
+  ~GroupScope() {
+    if (!ended_) (void)groupEnd();
+  }
+  Status end() {
+    ended_ = true;
+    return groupEnd();
+  }
+  GroupScope(const GroupScope&) = delete;
+  GroupScope& operator=(const GroupScope&) = delete;
+
+ private:
+  bool ended_ = false;
+};
+
+}  // namespace weft::core

@@ -1,0 +1,167 @@
+#include "core/init.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "common/process.h"
+#include "core/comm.h"
+#include "core/connect.h"
+#include "core/host_executor.h"
+#include "graph/rings.h"
+#include "tuning/tuning.h"
+
+namespace weft::core {
+namespace {
+
+// Values every rank must agree on; each rank proposes, all take the minimum.
+struct Proposal {
+  int32_t maxChannels;
+  int32_t minChannels;
+  int32_t chunkSteps;
+  int32_t pad;
+  int64_t buffSize;
+};
+
+struct InitRecord {
+  PeerInfo info;
+  Proposal proposal;
+};
+
+int availableCores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+PeerInfo localPeerInfo(const Comm& comm) {
+  PeerInfo info{};
+  info.rank = comm.rank;
+  info.backend = comm.backend;
+  info.cudaDev = comm.cudaDev;
+  info.pid = static_cast<int32_t>(getpid());
+  info.hostHash = hostHash();
+  info.processHash = processHash();
+  info.pidNamespace = pidNamespaceId();
+  gethostname(info.hostname, sizeof(info.hostname) - 1);
+  return info;
+}
+
+int countLocalRanks(const std::vector<PeerInfo>& peers, uint64_t host) {
+  return static_cast<int>(
+      std::count_if(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostHash == host; }));
+}
+
+Proposal localProposal(const Comm& comm, int localRanks) {
+  Proposal p{};
+  int64_t envMax = param::maxNChannels();
+  int64_t envMin = param::minNChannels();
+  int defaultMax = tuning::hostDefaultMaxChannels(availableCores(), localRanks);
+  int maxCh = comm.config.maxChannels > 0 ? comm.config.maxChannels
+              : envMax > 0                ? static_cast<int>(envMax)
+                                          : defaultMax;
+  int minCh = comm.config.minChannels > 0 ? comm.config.minChannels : envMin > 0 ? static_cast<int>(envMin) : 1;
+  p.maxChannels = std::clamp(std::max(maxCh, minCh), 1, 32);
+  p.minChannels = std::clamp(minCh, 1, p.maxChannels);
+  p.chunkSteps = static_cast<int32_t>(std::clamp<int64_t>(param::chunkSteps(), 1, device::kFifoSteps));
+  p.buffSize = tuning::buffSize(param::buffSize(), comm.backend == weftBackendHost, device::kFifoSteps * 64);
+  return p;
+}
+
+Status exchangePeers(Comm* comm) {
+  std::vector<InitRecord> records(static_cast<size_t>(comm->nranks));
+  InitRecord& mine = records[static_cast<size_t>(comm->rank)];
+  mine.info = localPeerInfo(*comm);
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(records.data(), sizeof(InitRecord)));
+  comm->peers.clear();
+  for (const InitRecord& r : records) comm->peers.push_back(r.info);
+  comm->localRanks = countLocalRanks(comm->peers, mine.info.hostHash);
+  // Second round: proposals depend on the local rank count just learned.
+  mine.proposal = localProposal(*comm, comm->localRanks);
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(records.data(), sizeof(InitRecord)));
+  Proposal agreed = mine.proposal;
+  for (const InitRecord& r : records) {
+    agreed.maxChannels = std::min(agreed.maxChannels, r.proposal.maxChannels);
+    agreed.minChannels = std::min(agreed.minChannels, r.proposal.minChannels);
+    agreed.chunkSteps = std::min(agreed.chunkSteps, r.proposal.chunkSteps);
+    agreed.buffSize = std::min(agreed.buffSize, r.proposal.buffSize);
+  }
+  comm->channels.resize(static_cast<size_t>(agreed.maxChannels));
+  comm->minChannels = std::min(agreed.minChannels, agreed.maxChannels);
+  comm->chunkSteps = agreed.chunkSteps;
+  comm->stepBytes = agreed.buffSize / device::kFifoSteps;
+  return okStatus();
+}
+
+void buildChannels(Comm* comm) {
+  std::vector<std::vector<int>> rings = graph::flatRings(comm->nranks, static_cast<int>(comm->channels.size()));
+  for (size_t c = 0; c < comm->channels.size(); ++c) {
+    Channel& channel = comm->channels[c];
+    channel.id = static_cast<int>(c);
+    channel.ringOrder.assign(rings[c].begin(), rings[c].end());
+    const int n = comm->nranks;
+    const int index = static_cast<int>(std::find(rings[c].begin(), rings[c].end(), comm->rank) - rings[c].begin());
+    channel.ring = device::RingView{n, index, rings[c][static_cast<size_t>((index + n - 1) % n)],
+                                    rings[c][static_cast<size_t>((index + 1) % n)], channel.ringOrder.data()};
+    channel.send.resize(static_cast<size_t>(n));
+    channel.recv.resize(static_cast<size_t>(n));
+    std::string order;
+    for (int r : rings[c]) order += " " + std::to_string(r);
+    WEFT_INFO(log::kInit, "Channel %02zu/%02zu :%s", c, comm->channels.size(), order.c_str());
+  }
+}
+
+void setupWaiting(Comm* comm) {
+  const PeerInfo& me = comm->peers[static_cast<size_t>(comm->rank)];
+  comm->peerPids.assign(static_cast<size_t>(comm->nranks), 0);
+  for (const PeerInfo& p : comm->peers)
+    if (p.hostHash == me.hostHash && p.processHash != me.processHash && p.pidNamespace == me.pidNamespace)
+      comm->peerPids[static_cast<size_t>(p.rank)] = p.pid;
+  int64_t spin = param::spinCount();
+  const bool oversubscribed = comm->localRanks > availableCores();
+  comm->waitConfig.abortFlag = &comm->abortFlag;
+  comm->waitConfig.spinCount = spin >= 0        ? static_cast<int>(spin)
+                               : oversubscribed ? kOversubscribedSpinCount
+                                                : kDefaultSpinCount;
+  comm->waitConfig.timeoutNs = param::waitTimeoutSec() * 1000000000ll;
+  comm->waitConfig.peerCheckNs = std::max<int64_t>(1, param::peerCheckMs()) * 1000000ll;
+  comm->waitConfig.peerPids = comm->peerPids.data();
+  comm->waitConfig.nranks = comm->nranks;
+}
+
+}  // namespace
+
+Status setupComm(Comm* comm) {
+  log::ScopedRank scoped(comm->rank);
+  WEFT_RETURN_IF_ERROR(exchangePeers(comm));
+  buildChannels(comm);
+  WEFT_RETURN_IF_ERROR(connectRings(comm));
+  setupWaiting(comm);
+  comm->executor = std::make_unique<HostExecutor>(comm->rank);
+  comm->state.store(static_cast<int>(CommState::kReady));
+  comm->asyncError.store(ncclSuccess);
+  WEFT_INFO(log::kInit,
+            "comm %p rank %d nranks %d localRanks %d backend host channels %zu (min %d) buffSize %lld - Init COMPLETE",
+            static_cast<void*>(comm), comm->rank, comm->nranks, comm->localRanks, comm->channels.size(),
+            comm->minChannels, static_cast<long long>(comm->stepBytes * device::kFifoSteps));
+  return okStatus();
+}
+
+Status initComm(Comm* comm, const UniqueIdContents& id) {
+  log::ScopedRank scoped(comm->rank);
+  WEFT_INFO(log::kInit, "ncclCommInitRank comm %p rank %d nranks %d - Init START", static_cast<void*>(comm), comm->rank,
+            comm->nranks);
+  if (comm->rank == 0 && !param::commId().empty()) WEFT_RETURN_IF_ERROR(startRootForCommId(id));
+  auto joined = Bootstrap::join(id, comm->rank, comm->nranks, &comm->abortFlag);
+  if (!joined.ok()) return joined.status();
+  comm->bootstrap = std::move(joined).value();
+  comm->commHash = hashBytes(&id.secret, sizeof(id.secret));
+  return setupComm(comm);
+}
+
+}  // namespace weft::core

@@ -1,0 +1,103 @@
+#include "core/launch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "common/log.h"
+#include "core/comm.h"
+#include "core/connect.h"
+#include "core/failure.h"
+#include "core/host_executor.h"
+#include "core/planner.h"
+
+namespace weft::core {
+namespace {
+
+PlanInputs planInputs(const Comm& comm) {
+  return PlanInputs{comm.rank,        comm.nranks,    static_cast<int>(comm.channels.size()),
+                    comm.minChannels, comm.stepBytes, comm.chunkSteps};
+}
+
+void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs) {
+  for (const P2pBinding& b : plan.p2p) {
+    if (b.sendPeer >= 0) needs->push_back({comm, b.channel, b.sendPeer, true});
+    if (b.recvPeer >= 0) needs->push_back({comm, b.channel, b.recvPeer, false});
+  }
+}
+
+void bindP2p(Comm* comm, Plan* plan) {
+  for (const P2pBinding& b : plan->p2p) {
+    Channel& channel = comm->channels[static_cast<size_t>(b.channel)];
+    device::P2pWork& work = plan->channels[static_cast<size_t>(b.channel)][b.item].p2p;
+    if (b.sendPeer >= 0) work.sendEnd = &channel.send[static_cast<size_t>(b.sendPeer)]->end;
+    if (b.recvPeer >= 0) work.recvEnd = &channel.recv[static_cast<size_t>(b.recvPeer)]->end;
+  }
+}
+
+void clearTasks(Comm* comm) {
+  comm->collTasks.clear();
+  comm->p2pTasks.clear();
+}
+
+void markFailed(Comm* comm, const Status& status) {
+  comm->failure = status;
+  comm->state.store(static_cast<int>(CommState::kFailed));
+  comm->asyncError.store(status.code());
+}
+
+// Runs with every comm's execMutex held.
+Status launchLocked(const std::vector<Comm*>& comms) {
+  std::vector<Plan> plans(comms.size());
+  std::vector<ConnectNeed> needs;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (!comms[i]->failure.ok()) return comms[i]->failure;
+    Result<Plan> plan = planTasks(planInputs(*comms[i]), comms[i]->collTasks, comms[i]->p2pTasks);
+    if (!plan.ok()) return plan.status();
+    plans[i] = std::move(plan).value();
+    collectNeeds(comms[i], plans[i], &needs);
+  }
+  if (!needs.empty()) {
+    Status connected = connectPeers(needs);
+    if (!connected.ok()) {
+      for (Comm* comm : comms) markFailed(comm, connected);
+      return connected;
+    }
+  }
+  std::vector<LaunchUnit> units;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    bindP2p(comms[i], &plans[i]);
+    for (const SelfCopy& copy : plans[i].selfCopies) std::memmove(copy.dst, copy.src, copy.bytes);
+    for (size_t c = 0; c < plans[i].channels.size(); ++c)
+      if (!plans[i].channels[c].empty()) units.push_back({comms[i], static_cast<int>(c), &plans[i].channels[c]});
+  }
+  std::vector<device::WaitFailureInfo> failures = runUnits(units);
+  Status first;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (failures[u].kind == device::WaitFailure::kNone || !units[u].comm->failure.ok()) continue;
+    Status failed = describeWaitFailure(*units[u].comm, failures[u]);
+    markFailed(units[u].comm, failed);
+    if (first.ok()) first = failed;
+  }
+  return first;
+}
+
+}  // namespace
+
+void discardTasks(const std::vector<Comm*>& comms) {
+  for (Comm* comm : comms) clearTasks(comm);
+}
+
+Status launchComms(std::vector<Comm*> comms) {
+  std::sort(comms.begin(), comms.end());
+  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  // Address order: two threads launching overlapping sets cannot deadlock.
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(comms.size());
+  for (Comm* comm : comms) locks.emplace_back(comm->execMutex);
+  Status status = launchLocked(comms);
+  for (Comm* comm : comms) clearTasks(comm);
+  return status;
+}
+
+}  // namespace weft::core

@@ -1,0 +1,121 @@
+#include "core/planner.h"
+
+#include <algorithm>
+
+#include "core/datatypes.h"
+#include "tuning/tuning.h"
+
+namespace weft::core {
+namespace {
+
+using device::Func;
+
+bool isDataOnly(Func func) { return func == Func::kAllGather || func == Func::kBroadcast; }
+
+device::CollWork baseWork(const PlanInputs& in, const CollTask& task, uint64_t elemSize) {
+  device::CollWork work{};
+  work.func = task.func;
+  work.algo = device::Algo::kRing;
+  work.proto = device::Proto::kSimple;
+  work.dtype = isDataOnly(task.func) ? device::DataType::kUint8 : static_cast<device::DataType>(task.dtype);
+  work.op = task.op.kind;
+  work.scalarIsPointer = task.op.scalarIsPointer ? 1 : 0;
+  work.scalarBits = task.op.scalarBits;
+  work.scalarPtr = task.op.scalarPtr;
+  work.root = task.root;
+  work.sendbuff = task.sendbuff;
+  work.recvbuff = task.recvbuff;
+  work.count = isDataOnly(task.func) ? task.count * typeSize(task.dtype) : task.count;
+  work.alignElems = std::max<uint64_t>(1, kAlignBytes / elemSize);
+  work.chunkElems = static_cast<uint64_t>(in.stepBytes) * static_cast<uint64_t>(in.chunkSteps) / elemSize;
+  return work;
+}
+
+void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
+  const uint64_t elemSize = isDataOnly(task.func) ? 1 : typeSize(task.dtype);
+  device::CollWork work = baseWork(in, task, elemSize);
+  if (work.count == 0) return;
+  int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
+  if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
+  const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
+  const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
+  for (int c = 0; c < nch; ++c) {
+    uint64_t start = perChannel * static_cast<uint64_t>(c);
+    if (start >= work.count) break;
+    work.channelStart = start;
+    work.channelCount = std::min(perChannel, work.count - start);
+    device::WorkItem item{};
+    item.kind = device::WorkItem::Kind::kColl;
+    item.coll = work;
+    plan->channels[static_cast<size_t>(c)].push_back(item);
+  }
+}
+
+Status pairSelf(const std::vector<P2pTask>& p2ps, int rank, Plan* plan) {
+  std::vector<const P2pTask*> sends;
+  std::vector<const P2pTask*> recvs;
+  for (const P2pTask& t : p2ps)
+    if (t.peer == rank) (t.isSend ? sends : recvs).push_back(&t);
+  if (sends.size() != recvs.size())
+    return errorStatus(ncclInvalidUsage,
+                       "rank %d: %zu ncclSend to self but %zu ncclRecv from self in one group; "
+                       "each send to self needs a matching receive",
+                       rank, sends.size(), recvs.size());
+  for (size_t i = 0; i < sends.size(); ++i) {
+    if (sends[i]->bytes != recvs[i]->bytes)
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d: ncclSend to self of %zu bytes is matched with ncclRecv from self "
+                         "of %zu bytes",
+                         rank, sends[i]->bytes, recvs[i]->bytes);
+    if (sends[i]->bytes > 0) plan->selfCopies.push_back({sends[i]->sendbuff, recvs[i]->recvbuff, sends[i]->bytes});
+  }
+  return okStatus();
+}
+
+// Round d pairs the sends to rank+d with the receives from rank-d: the peer
+// rank+d, in its own round d, receives from us, so every wait is answered.
+void planPeers(const PlanInputs& in, const std::vector<P2pTask>& p2ps, Plan* plan) {
+  for (int d = 1; d < in.nranks; ++d) {
+    const int sendPeer = (in.rank + d) % in.nranks;
+    const int recvPeer = (in.rank - d + in.nranks) % in.nranks;
+    std::vector<const P2pTask*> sends;
+    std::vector<const P2pTask*> recvs;
+    for (const P2pTask& t : p2ps) {
+      if (t.isSend && t.peer == sendPeer && t.bytes > 0) sends.push_back(&t);
+      if (!t.isSend && t.peer == recvPeer && t.bytes > 0) recvs.push_back(&t);
+    }
+    const int channel = d % in.channels;
+    for (size_t i = 0; i < std::max(sends.size(), recvs.size()); ++i) {
+      device::WorkItem item{};
+      item.kind = device::WorkItem::Kind::kP2p;
+      P2pBinding binding{channel, plan->channels[static_cast<size_t>(channel)].size(), -1, -1};
+      if (i < sends.size()) {
+        item.p2p.sendbuff = static_cast<const char*>(sends[i]->sendbuff);
+        item.p2p.sendBytes = sends[i]->bytes;
+        binding.sendPeer = sendPeer;
+      }
+      if (i < recvs.size()) {
+        item.p2p.recvbuff = static_cast<char*>(recvs[i]->recvbuff);
+        item.p2p.recvBytes = recvs[i]->bytes;
+        binding.recvPeer = recvPeer;
+      }
+      plan->channels[static_cast<size_t>(channel)].push_back(item);
+      plan->p2p.push_back(binding);
+    }
+  }
+}
+
+}  // namespace
+
+Result<Plan> planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
+  Plan plan;
+  plan.channels.resize(static_cast<size_t>(in.channels));
+  for (const CollTask& task : colls) planColl(in, task, &plan);
+  if (!p2ps.empty()) {
+    WEFT_RETURN_IF_ERROR(pairSelf(p2ps, in.rank, &plan));
+    planPeers(in, p2ps, &plan);
+  }
+  return plan;
+}
+
+}  // namespace weft::core

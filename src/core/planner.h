@@ -1,0 +1,49 @@
+// The planner: turns a communicator's queued tasks into one work list per
+// channel. Pure: it sees counts, sizes and tasks, not connections or threads.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "core/task.h"
+#include "device/backend/host/host_run.h"
+
+namespace weft::core {
+
+struct PlanInputs {
+  int rank;
+  int nranks;
+  int channels;     // channels the communicator built
+  int minChannels;  // lowest count a collective may use
+  int64_t stepBytes;
+  int chunkSteps;
+};
+
+// A send/recv item whose FIFO ends are bound once its connections exist.
+struct P2pBinding {
+  int channel;
+  size_t item;
+  int sendPeer;  // -1: none
+  int recvPeer;  // -1: none
+};
+
+struct SelfCopy {
+  const void* src;
+  void* dst;
+  size_t bytes;
+};
+
+struct Plan {
+  std::vector<std::vector<device::WorkItem>> channels;  // indexed by channel id
+  std::vector<P2pBinding> p2p;
+  std::vector<SelfCopy> selfCopies;
+};
+
+// Fails (ncclInvalidUsage) when sends and receives to self do not pair up.
+Result<Plan> planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps);
+
+// Alignment of channel and chunk boundaries, in bytes.
+constexpr int64_t kAlignBytes = 64;
+
+}  // namespace weft::core

@@ -1,0 +1,30 @@
+// Operations queued on a communicator between a call and its launch.
+#pragma once
+
+#include <cstddef>
+
+#include "core/redop.h"
+#include "device/work.h"
+#include "nccl.h"
+
+namespace weft::core {
+
+struct CollTask {
+  device::Func func;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;  // AllGather: per-rank send count; ReduceScatter: per-rank recv count
+  ncclDataType_t dtype;
+  ResolvedOp op;
+  int root;
+};
+
+struct P2pTask {
+  bool isSend;
+  int peer;
+  const void* sendbuff;  // isSend
+  void* recvbuff;        // !isSend
+  size_t bytes;
+};
+
+}  // namespace weft::core

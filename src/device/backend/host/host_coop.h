@@ -1,0 +1,97 @@
+// The host backend's team: one thread per channel. size() is the constant 1,
+// so the portable data loops compile to plain contiguous loops.
+//
+// Waiting: spin, yield, then sleep (common/backoff.h), checking now and then
+// the communicator's abort flag, the per-wait timeout and whether the peer
+// process waited on still exists. A failed wait makes every later wait fail
+// at once, so the algorithm runs to its end quickly and the caller reports
+// the first failure, naming the peer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "common/backoff.h"
+#include "common/clock.h"
+#include "common/process.h"
+#include "device/primitives.h"
+
+namespace weft::device {
+
+struct HostWaitConfig {
+  const std::atomic<uint32_t>* abortFlag = nullptr;
+  int spinCount = kDefaultSpinCount;
+  int64_t timeoutNs = 0;  // 0: no timeout
+  int64_t peerCheckNs = 200000000;
+  const pid_t* peerPids = nullptr;  // per rank: a local process to watch, or 0
+  int32_t nranks = 0;
+};
+
+enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited };
+
+struct WaitFailureInfo {
+  WaitFailure kind = WaitFailure::kNone;
+  WaitSite site{-1, 0, -1};
+  int64_t waitedNs = 0;
+};
+
+class HostCoop {
+ public:
+  explicit HostCoop(const HostWaitConfig& config) : config_(config) {}
+
+  static constexpr int threadRank() { return 0; }
+  static constexpr int size() { return 1; }
+  static constexpr bool leader() { return true; }
+  void sync() {}
+  // One thread wrote the data and publishes it: program order is enough.
+  void publishFence() {}
+  int broadcastFromLeader(int value) { return value; }
+
+  template <typename Ready, typename Culprit>
+  bool waitUntil(Ready&& ready, Culprit&& culprit) {
+    if (failure_.kind != WaitFailure::kNone) return false;
+    if (ready()) return true;
+    return waitSlow(ready, culprit);
+  }
+
+  bool failed() const { return failure_.kind != WaitFailure::kNone; }
+  const WaitFailureInfo& failure() const { return failure_; }
+
+ private:
+  template <typename Ready, typename Culprit>
+  bool waitSlow(Ready& ready, Culprit& culprit) {
+    Backoff backoff(config_.spinCount);
+    const int64_t start = nowNs();
+    int64_t nextPeerCheck = start + config_.peerCheckNs;
+    for (uint32_t polls = 1;; ++polls) {
+      backoff.pause();
+      if (ready()) return true;
+      if ((polls & 255) != 0 && !backoff.pastSpinning()) continue;
+      if (config_.abortFlag && config_.abortFlag->load(std::memory_order_relaxed))
+        return fail(WaitFailure::kAborted, culprit(), start);
+      const int64_t now = nowNs();
+      if (config_.timeoutNs > 0 && now - start > config_.timeoutNs)
+        return fail(WaitFailure::kTimeout, culprit(), start);
+      if (now >= nextPeerCheck && config_.peerPids) {
+        nextPeerCheck = now + config_.peerCheckNs;
+        WaitSite site = culprit();
+        if (site.peer >= 0 && site.peer < config_.nranks && !processAlive(config_.peerPids[site.peer]))
+          return fail(WaitFailure::kPeerExited, site, start);
+      }
+    }
+  }
+
+  bool fail(WaitFailure kind, WaitSite site, int64_t start) {
+    failure_.kind = kind;
+    failure_.site = site;
+    failure_.waitedNs = nowNs() - start;
+    return false;
+  }
+
+  const HostWaitConfig& config_;
+  WaitFailureInfo failure_;
+};
+
+}  // namespace weft::device

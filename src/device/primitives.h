@@ -1,0 +1,44 @@
+// Primitives: the verbs every algorithm is written in.
+//
+//   Primitives<T, RedOp, Fan, Proto, Coop>
+//     T      element type            RedOp  reduction functor (reduce_ops.h)
+//     Fan    most peers received from / sent to (ring 1/1, tree up to 3)
+//     Proto  protocol policy (ProtoSimple now; LL and LL128 specialise later)
+//     Coop   the executing team (backend/host/host_coop.h, backend/cuda/)
+//
+// Verbs (n elements; src is this rank's input, dst its output):
+//   send(src)                 recv(dst)
+//   recvReduceSend(src)       recvReduceCopy(src, dst)
+//   recvReduceCopySend(src, dst)                 recvCopySend(dst)
+//   copySend(src, dst)        localCopy(src, dst)
+//   directSend / directRecv / directRecvCopySend: the same data movement
+//     written for peers whose user buffer is mapped; until a transport
+//     provides such mappings they go through the FIFO like their plain forms.
+// `post` marks the verb that produces a final result (SumPostDiv divides there).
+#pragma once
+
+#include "device/portable.h"
+
+namespace weft::device {
+
+struct ProtoSimple {};
+
+template <int MaxRecvPeers, int MaxSendPeers>
+struct Fan {
+  static constexpr int kMaxRecv = MaxRecvPeers;
+  static constexpr int kMaxSend = MaxSendPeers;
+};
+
+template <typename T, typename RedOp, typename FanT, typename Proto, typename Coop>
+class Primitives;
+
+// Why a wait failed, for messages that name the culprit.
+struct WaitSite {
+  int32_t peer;    // rank waited on
+  int32_t isSend;  // 1: waiting for the peer to free a slot; 0: for data
+  int32_t channel;
+};
+
+}  // namespace weft::device
+
+#include "device/prims_simple.h"

@@ -1,0 +1,137 @@
+// Primitives for the Simple protocol: bulk slots and head/tail counters
+// (step_fifo.h). One verb call moves n elements in slices of at most one
+// slot; each slice waits for every peer, moves data with one reduceCopy,
+// then publishes (sends) and releases (receives).
+#pragma once
+
+#include "device/primitives.h"
+#include "device/reduce_copy.h"
+#include "device/step_fifo.h"
+
+namespace weft::device {
+
+template <typename T, typename RedOp, typename FanT, typename Coop>
+class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
+  static constexpr int kMaxRecv = FanT::kMaxRecv;
+  static constexpr int kMaxSend = FanT::kMaxSend;
+  static_assert(kMaxRecv + 1 <= kMaxSrcs && kMaxSend + 1 <= kMaxDsts, "fan exceeds reduceCopy limits");
+
+ public:
+  // Copies the FIFO ends (each thread keeps its own positions); the leader
+  // writes positions back when the object goes away.
+  WEFT_HD Primitives(Coop& coop, const RedOp& op, int channel, FifoEnd* const* recvEnds, int nRecv,
+                     FifoEnd* const* sendEnds, int nSend)
+      : coop_(coop), op_(op), channel_(channel), nRecv_(nRecv), nSend_(nSend) {
+    int64_t stepBytes = 0;
+    for (int i = 0; i < nRecv_; ++i) {
+      recvOrig_[i] = recvEnds[i];
+      recv_[i] = *recvEnds[i];
+      stepBytes = stepBytes == 0 ? recv_[i].stepBytes : minOf(stepBytes, recv_[i].stepBytes);
+    }
+    for (int i = 0; i < nSend_; ++i) {
+      sendOrig_[i] = sendEnds[i];
+      send_[i] = *sendEnds[i];
+      stepBytes = stepBytes == 0 ? send_[i].stepBytes : minOf(stepBytes, send_[i].stepBytes);
+    }
+    stepElems_ = stepBytes / static_cast<int64_t>(sizeof(T));
+  }
+
+  WEFT_HD ~Primitives() {
+    if (!coop_.leader()) return;
+    for (int i = 0; i < nRecv_; ++i) recvOrig_[i]->step = recv_[i].step;
+    for (int i = 0; i < nSend_; ++i) sendOrig_[i]->step = send_[i].step;
+  }
+
+  Primitives(const Primitives&) = delete;
+  Primitives& operator=(const Primitives&) = delete;
+
+  WEFT_HD void send(const T* src, int64_t n) { genericOp<false, true, true, false>(src, nullptr, n, false); }
+  WEFT_HD void recv(T* dst, int64_t n) { genericOp<true, false, false, true>(nullptr, dst, n, false); }
+  WEFT_HD void recvReduceSend(const T* src, int64_t n) { genericOp<true, true, true, false>(src, nullptr, n, false); }
+  WEFT_HD void recvReduceCopy(const T* src, T* dst, int64_t n, bool post) {
+    genericOp<true, false, true, true>(src, dst, n, post);
+  }
+  WEFT_HD void recvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
+    genericOp<true, true, true, true>(src, dst, n, post);
+  }
+  WEFT_HD void recvCopySend(T* dst, int64_t n) { genericOp<true, true, false, true>(nullptr, dst, n, false); }
+  WEFT_HD void copySend(const T* src, T* dst, int64_t n) { genericOp<false, true, true, true>(src, dst, n, false); }
+  WEFT_HD void directSend(const T* src, int64_t n) { send(src, n); }
+  WEFT_HD void directRecv(T* dst, int64_t n) { recv(dst, n); }
+  WEFT_HD void directRecvCopySend(T* dst, int64_t n) { recvCopySend(dst, n); }
+
+  // No peers: dst = post(pre(src)). Single-rank collectives end here.
+  WEFT_HD void localCopy(const T* src, T* dst, int64_t n) {
+    const T* srcs[1] = {src};
+    T* dsts[1] = {dst};
+    reduceCopy<1, 1>(coop_, op_, srcs, 1, dsts, 1, n, true, true);
+    coop_.sync();
+  }
+
+ private:
+  WEFT_HD bool ready(int nr, int ns) const {
+    for (int i = 0; i < nr; ++i)
+      if (!fifoCanConsume(recv_[i])) return false;
+    for (int i = 0; i < ns; ++i)
+      if (!fifoCanProduce(send_[i])) return false;
+    return true;
+  }
+
+  // The first peer not ready: whom a timeout blames.
+  WEFT_HD WaitSite culprit(int nr, int ns) const {
+    for (int i = 0; i < nr; ++i)
+      if (!fifoCanConsume(recv_[i])) return WaitSite{recv_[i].peer, 0, channel_};
+    for (int i = 0; i < ns; ++i)
+      if (!fifoCanProduce(send_[i])) return WaitSite{send_[i].peer, 1, channel_};
+    return WaitSite{-1, 0, channel_};
+  }
+
+  template <bool Recv, bool Send, bool Src, bool Dst>
+  WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool post) {
+    const int nr = Recv ? nRecv_ : 0;
+    const int ns = Send ? nSend_ : 0;
+    for (int64_t offset = 0; offset < nelem; offset += stepElems_) {
+      const int64_t n = minOf(stepElems_, nelem - offset);
+      const bool ok = coop_.waitUntil([&] { return ready(nr, ns); }, [&] { return culprit(nr, ns); });
+      if (ok) {
+        const T* srcs[kMaxSrcs] = {};
+        T* dsts[kMaxDsts] = {};
+        int nSrcs = 0;
+        int nDsts = 0;
+        if (Src) srcs[nSrcs++] = src + offset;
+        for (int i = 0; i < nr; ++i) srcs[nSrcs++] = reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+        if (Dst) dsts[nDsts++] = dst + offset;
+        for (int i = 0; i < ns; ++i) dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
+        reduceCopy<kMaxRecv + 1, kMaxSend + 1>(coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src, post);
+        coop_.sync();
+      }
+      advance(nr, ns, n * static_cast<int64_t>(sizeof(T)), ok);
+    }
+  }
+
+  // Every thread moves its copy of the positions; only the leader touches the
+  // shared counters, after the team's writes are fenced (see the Coop).
+  WEFT_HD void advance(int nr, int ns, int64_t bytes, bool publish) {
+    if (publish && coop_.leader()) {
+      coop_.publishFence();
+      for (int i = 0; i < ns; ++i) fifoPublish(send_[i], bytes);
+      for (int i = 0; i < nr; ++i) fifoRelease(recv_[i]);
+      return;
+    }
+    for (int i = 0; i < ns; ++i) send_[i].step += 1;
+    for (int i = 0; i < nr; ++i) recv_[i].step += 1;
+  }
+
+  Coop& coop_;
+  RedOp op_;
+  int channel_;
+  int nRecv_;
+  int nSend_;
+  int64_t stepElems_ = 0;
+  FifoEnd recv_[kMaxRecv > 0 ? kMaxRecv : 1];
+  FifoEnd send_[kMaxSend > 0 ? kMaxSend : 1];
+  FifoEnd* recvOrig_[kMaxRecv > 0 ? kMaxRecv : 1];
+  FifoEnd* sendOrig_[kMaxSend > 0 ? kMaxSend : 1];
+};
+
+}  // namespace weft::device

@@ -1,0 +1,82 @@
+// StepFifo: the state of one connection (one direction between two ranks on
+// one channel). See docs/fifo-protocol.md for the full argument.
+//
+// kFifoSteps slots of stepBytes each. The producer owns `tail`, the consumer
+// owns `head`; each side keeps its own `step` (the next step it will fill or
+// consume), which equals the counter it owns.
+//
+//   producer: wait head + kFifoSteps > step   (a free slot)
+//             fill slot step % kFifoSteps, sizes[slot] = bytes
+//             tail = step + 1   (release)
+//   consumer: wait tail > step                (acquire: the slot's bytes and size are visible)
+//             read slot step % kFifoSteps
+//             head = step + 1   (release: our reads are done before the producer may overwrite)
+//
+// Invariant: head <= tail <= head + kFifoSteps. Counters only grow (64 bits:
+// no wrap in practice), so "a > b" comparisons need no modular care.
+#pragma once
+
+#include "device/atomics.h"
+#include "device/portable.h"
+
+namespace weft::device {
+
+constexpr int kFifoSteps = 8;
+
+// The words both sides share. Each counter has a 128-byte line of its own:
+// the producer polls `head` while the consumer writes it and vice versa, and
+// false sharing between them would turn every poll into a line transfer.
+struct FifoControl {
+  alignas(128) uint64_t tail;
+  alignas(128) uint64_t head;
+  // Bytes in each slot, written before `tail` is released. The consumer in a
+  // kernel does not need them (both ends compute sizes identically); the
+  // proxy does, to post network sends of the right length.
+  alignas(128) int64_t sizes[kFifoSteps];
+};
+
+// One side's handle on a connection: plain pointers valid in the address
+// space of the side that uses it, plus that side's position. Trivially
+// copyable so kernels can load it from device memory.
+struct FifoEnd {
+  char* slots;  // kFifoSteps * stepBytes, contiguous
+  uint64_t* tail;
+  uint64_t* head;
+  int64_t* sizes;
+  int64_t stepBytes;
+  uint64_t step;  // producer: steps published; consumer: steps consumed
+  int32_t peer;   // the rank at the other end (for messages)
+  int32_t pad;
+};
+
+WEFT_HD char* fifoSlot(const FifoEnd& end) {
+  return end.slots + static_cast<int64_t>(end.step % kFifoSteps) * end.stepBytes;
+}
+
+// Producer side -------------------------------------------------------------
+
+// Acquire pairs with the consumer's release of head: its reads of the slot we
+// are about to overwrite happened before our writes.
+WEFT_HD bool fifoCanProduce(const FifoEnd& end) { return loadAcquire(end.head) + kFifoSteps > end.step; }
+
+// Release pairs with the consumer's acquire of tail: the slot bytes and size
+// written before this store are visible to whoever sees the new tail.
+WEFT_HD void fifoPublish(FifoEnd& end, int64_t bytes) {
+  storeRelaxed(&end.sizes[end.step % kFifoSteps], bytes);
+  end.step += 1;
+  storeRelease(end.tail, end.step);
+}
+
+// Consumer side -------------------------------------------------------------
+
+WEFT_HD bool fifoCanConsume(const FifoEnd& end) { return loadAcquire(end.tail) > end.step; }
+
+WEFT_HD int64_t fifoSlotBytes(const FifoEnd& end) { return loadRelaxed(&end.sizes[end.step % kFifoSteps]); }
+
+// Release: our reads of the slot are complete before the producer sees it free.
+WEFT_HD void fifoRelease(FifoEnd& end) {
+  end.step += 1;
+  storeRelease(end.head, end.step);
+}
+
+}  // namespace weft::device

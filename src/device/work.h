@@ -1,0 +1,88 @@
+// Work descriptors: what the planner on the host hands to a channel's
+// executor (a host worker now, a CUDA block later). Plain, trivially copyable
+// data; pointers are valid where the channel runs.
+#pragma once
+
+#include "device/portable.h"
+#include "device/reduce_ops.h"
+#include "device/step_fifo.h"
+
+namespace weft::device {
+
+enum class Func : uint8_t { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kSendRecv, kCount };
+enum class Algo : uint8_t { kRing = 0, kTree, kCount };
+enum class Proto : uint8_t { kSimple = 0, kLL, kLL128, kCount };
+
+// Element types, numbered as ncclDataType_t.
+enum class DataType : uint8_t {
+  kInt8 = 0,
+  kUint8,
+  kInt32,
+  kUint32,
+  kInt64,
+  kUint64,
+  kFloat16,
+  kFloat32,
+  kFloat64,
+  kBfloat16,
+  kFp8E4M3,
+  kFp8E5M2,
+  kCount
+};
+
+// One channel's ring: this rank's position and neighbours, and the whole
+// order (ring position -> rank) for algorithms that index by position.
+struct RingView {
+  int32_t nranks;
+  int32_t index;             // this rank's position
+  int32_t prev;              // rank we receive from
+  int32_t next;              // rank we send to
+  const int32_t* userRanks;  // nranks entries
+};
+
+struct ChannelView {
+  int32_t id;
+  int32_t rank;
+  RingView ring;
+  FifoEnd* ringRecv;  // from ring.prev
+  FifoEnd* ringSend;  // to ring.next
+};
+
+// One collective's share on one channel. For AllReduce, Broadcast and Reduce
+// the channel owns elements [channelStart, channelStart + channelCount) of
+// the buffers; for AllGather and ReduceScatter it owns that range of every
+// rank's segment of `count` elements. Data-only collectives (AllGather,
+// Broadcast) are planned in bytes: dtype kUint8, counts in bytes.
+struct CollWork {
+  Func func;
+  Algo algo;
+  Proto proto;
+  DataType dtype;
+  RedOpKind op;
+  uint8_t scalarIsPointer;  // PreMulSum: scalar read through scalarPtr at run time
+  uint16_t pad;
+  int32_t root;  // rank, for Broadcast and Reduce
+  const void* sendbuff;
+  void* recvbuff;
+  uint64_t count;
+  uint64_t channelStart;
+  uint64_t channelCount;
+  uint64_t chunkElems;  // ring pipeline unit, a multiple of alignElems
+  uint64_t alignElems;  // channel and chunk boundaries are multiples of this
+  uint64_t scalarBits;  // PreMulSum immediate (the T's bytes), or SumPostDiv divisor
+  const void* scalarPtr;
+};
+
+// A point-to-point exchange on one channel: send to one peer and receive
+// from another (either side may be absent), progressed together so that
+// matched pairs never wait on each other. Bytes, not elements.
+struct P2pWork {
+  FifoEnd* sendEnd;  // null: nothing to send
+  FifoEnd* recvEnd;  // null: nothing to receive
+  const char* sendbuff;
+  char* recvbuff;
+  uint64_t sendBytes;
+  uint64_t recvBytes;
+};
+
+}  // namespace weft::device

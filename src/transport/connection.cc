@@ -1,0 +1,17 @@
+#include "transport/connection.h"
+
+namespace weft::transport {
+
+void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd* end) {
+  auto* control = static_cast<device::FifoControl*>(base);
+  static_assert(sizeof(device::FifoControl) <= kControlBytes, "FifoControl outgrew its page");
+  end->slots = static_cast<char*>(base) + kControlBytes;
+  end->tail = &control->tail;
+  end->head = &control->head;
+  end->sizes = control->sizes;
+  end->stepBytes = stepBytes;
+  end->step = 0;
+  end->peer = peer;
+}
+
+}  // namespace weft::transport

@@ -1,0 +1,34 @@
+// A connection: one direction between this rank and one peer on one channel,
+// as the data path sees it (a FifoEnd), plus whatever keeps its memory alive.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "device/step_fifo.h"
+
+namespace weft::transport {
+
+class Transport;
+
+struct Connection {
+  device::FifoEnd end{};
+  // Owns the FIFO memory or its mapping. In-process peers share ownership, so
+  // the memory outlives whichever side is destroyed first.
+  std::shared_ptr<void> keepAlive;
+  const Transport* transport = nullptr;
+
+  bool connected() const { return transport != nullptr; }
+};
+
+// Byte layout of a FIFO's memory: control words, then the slots.
+struct FifoLayout {
+  static constexpr size_t kControlBytes = 4096;  // FifoControl, padded to a page
+  static size_t totalBytes(int64_t stepBytes) {
+    return kControlBytes + static_cast<size_t>(stepBytes) * device::kFifoSteps;
+  }
+  // Points `end` into memory laid out as above, from the given side.
+  static void attach(void* base, int64_t stepBytes, int peer, device::FifoEnd* end);
+};
+
+}  // namespace weft::transport

@@ -1,0 +1,46 @@
+// The transport interface: how two ranks come to share a StepFifo.
+//
+// Set-up is two-phase, as the receiver owns the FIFO memory: the receiver's
+// setupRecv allocates it and describes it in a ConnectBlob; the blob travels
+// to the sender over bootstrap; the sender's connectSend attaches to it.
+// Every transport has the same file set: <name>.h/.cc implementing this.
+#pragma once
+
+#include <cstdint>
+
+#include "common/status.h"
+#include "transport/connection.h"
+
+namespace weft::transport {
+
+// What a transport needs to know about a link, and nothing more.
+struct LinkSpec {
+  int channel;
+  int rank;  // this side
+  int peer;  // the other side
+  int64_t stepBytes;
+};
+
+struct ConnectBlob {
+  uint32_t transportId;
+  uint32_t bytes;
+  char data[248];
+};
+
+enum class TransportId : uint32_t { kP2p = 1, kShm = 2 };
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual TransportId id() const = 0;
+  virtual Status setupRecv(const LinkSpec& link, Connection* conn, ConnectBlob* blob) const = 0;
+  virtual Status connectSend(const LinkSpec& link, const ConnectBlob& blob, Connection* conn) const = 0;
+};
+
+// Ranks in one process: FIFO memory in the process heap, shared directly.
+const Transport& p2pTransport();
+// Processes on one host: FIFO memory in a POSIX shared-memory segment.
+const Transport& shmTransport();
+
+}  // namespace weft::transport
