@@ -115,16 +115,11 @@ Level loadLevel() {
 
 const char* levelName(Level lvl) {
   switch (lvl) {
-    case Level::kVersion:
-      return "VERSION";
-    case Level::kWarn:
-      return "WARN";
-    case Level::kInfo:
-      return "INFO";
-    case Level::kTrace:
-      return "TRACE";
-    default:
-      return "";
+    case Level::kVersion: return "VERSION";
+    case Level::kWarn: return "WARN";
+    case Level::kInfo: return "INFO";
+    case Level::kTrace: return "TRACE";
+    default: return "";
   }
 }
 

@@ -12,62 +12,54 @@ using weft::device::Func;
 
 WEFT_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclAllReduce", comm, [&] {
-    return enqueueColl(comm, {Func::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0});
+    return enqueueColl(comm, {Func::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, stream});
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclReduce", comm, [&] {
-    return enqueueColl(comm, {Func::kReduce, sendbuff, recvbuff, count, datatype, op, root});
+    return enqueueColl(comm, {Func::kReduce, sendbuff, recvbuff, count, datatype, op, root, stream});
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclBroadcast", comm, [&] {
-    return enqueueColl(comm, {Func::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root});
+    return enqueueColl(comm, {Func::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, stream});
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
               cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclBcast", comm, [&] {
-    return enqueueColl(comm, {Func::kBroadcast, buff, buff, count, datatype, ncclSum, root});
+    return enqueueColl(comm, {Func::kBroadcast, buff, buff, count, datatype, ncclSum, root, stream});
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclAllGather", comm, [&] {
-    return enqueueColl(comm, {Func::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0});
+    return enqueueColl(comm, {Func::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, stream});
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclReduceScatter", comm, [&] {
-    return enqueueColl(comm, {Func::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0});
+    return enqueueColl(comm, {Func::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, stream});
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
               ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  return apiCall("ncclSend", comm, [&] { return enqueueP2p(comm, true, sendbuff, count, datatype, peer); });
+  return apiCall("ncclSend", comm, [&] { return enqueueP2p(comm, true, sendbuff, count, datatype, peer, stream); });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
               cudaStream_t stream) {
-  (void)stream;
-  return apiCall("ncclRecv", comm, [&] { return enqueueP2p(comm, false, recvbuff, count, datatype, peer); });
+  return apiCall("ncclRecv", comm, [&] { return enqueueP2p(comm, false, recvbuff, count, datatype, peer, stream); });
 }
 
 namespace {
@@ -96,7 +88,6 @@ weft::Status checkTypeArg(ncclDataType_t datatype) {
 
 WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclAlltoAll", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(ensureUsable(comm));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
@@ -104,9 +95,9 @@ WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, 
     GroupScope group;
     for (int r = 0; r < nranks; ++r) {
       WEFT_RETURN_IF_ERROR(enqueueP2p(comm, true, static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype),
-                                      count, datatype, r));
+                                      count, datatype, r, stream));
       WEFT_RETURN_IF_ERROR(
-          enqueueP2p(comm, false, static_cast<char*>(recvbuff) + blockOffset(r, count, datatype), count, datatype, r));
+          enqueueP2p(comm, false, static_cast<char*>(recvbuff) + blockOffset(r, count, datatype), count, datatype, r, stream));
     }
     return group.end();
   });
@@ -114,17 +105,16 @@ WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, 
 
 WEFT_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclGather", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
     const Comm* c = asComm(comm);
     GroupScope group;
-    WEFT_RETURN_IF_ERROR(enqueueP2p(comm, true, sendbuff, count, datatype, root));
+    WEFT_RETURN_IF_ERROR(enqueueP2p(comm, true, sendbuff, count, datatype, root, stream));
     if (c->rank == root) {
       for (int r = 0; r < c->nranks; ++r)
         WEFT_RETURN_IF_ERROR(enqueueP2p(comm, false, static_cast<char*>(recvbuff) + blockOffset(r, count, datatype),
-                                        count, datatype, r));
+                                        count, datatype, r, stream));
     }
     return group.end();
   });
@@ -132,7 +122,6 @@ WEFT_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, si
 
 WEFT_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   return apiCall("ncclScatter", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
@@ -141,9 +130,9 @@ WEFT_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, s
     if (c->rank == root) {
       for (int r = 0; r < c->nranks; ++r)
         WEFT_RETURN_IF_ERROR(enqueueP2p(
-            comm, true, static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype), count, datatype, r));
+            comm, true, static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype), count, datatype, r, stream));
     }
-    WEFT_RETURN_IF_ERROR(enqueueP2p(comm, false, recvbuff, count, datatype, root));
+    WEFT_RETURN_IF_ERROR(enqueueP2p(comm, false, recvbuff, count, datatype, root, stream));
     return group.end();
   });
 }

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/cuda_backend.h"
 #include "core/group.h"
 #include "core/init.h"
 #include "core/split.h"
@@ -27,9 +28,24 @@ void markInitResult(Comm* comm, const Status& status) {
   comm->asyncError.store(status.code());
 }
 
+// The backend and, for cuda, the device: the caller's current device unless
+// ncclCommInitAll names one.
+Status bindBackend(Comm* comm, int device) {
+  WEFT_ASSIGN_OR_RETURN(comm->backend, chooseBackend());
+  if (comm->backend != weftBackendCuda) return okStatus();
+  if (device < 0) {
+    WEFT_ASSIGN_OR_RETURN(device, cuda::currentDevice());
+  }
+  if (device >= cuda::deviceCount())
+    return errorStatus(ncclInvalidArgument, "device %d does not exist (%d visible GPUs)", device, cuda::deviceCount());
+  comm->cudaDev = device;
+  return okStatus();
+}
+
 // Validates arguments, creates the communicator object and runs (or defers,
 // or backgrounds) its initialisation.
-Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config) {
+Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, const ncclConfig_t* config,
+                int device = -1) {
   WEFT_RETURN_IF_ERROR(checkOut(out, "comm"));
   *out = nullptr;
   if (nranks < 1) return errorStatus(ncclInvalidArgument, "nranks is %d, expected at least 1", nranks);
@@ -41,6 +57,7 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, c
   comm->rank = rank;
   comm->nranks = nranks;
   comm->config = parsed;
+  WEFT_RETURN_IF_ERROR(bindBackend(comm.get(), device));
   Comm* raw = comm.get();
   auto run = [raw, contents]() {
     Status status = initComm(raw, contents);
@@ -69,6 +86,12 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   if (abort) comm->abortFlag.store(1);
   if (comm->initThread.joinable()) comm->initThread.join();
   { std::lock_guard<std::mutex> lock(comm->execMutex); }  // in-flight operations have returned
+  Status idle = cudaWaitIdle(comm, abort);
+  if (!idle.ok()) {
+    // Kernels still hold the FIFOs: leak them rather than free memory in use.
+    WEFT_WARN("%s", idle.message().c_str());
+    new std::vector<Channel>(std::move(comm->channels));
+  }
   WEFT_INFO(log::kInit, "comm %p rank %d nranks %d - %s COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks,
             abort ? "Abort" : "Destroy");
   delete static_cast<ncclComm*>(handle);
@@ -122,13 +145,17 @@ WEFT_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const i
   return apiCall("ncclCommInitAll", nullptr, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkOut(comm, "comm"));
     if (ndev < 1) return weft::errorStatus(ncclInvalidArgument, "ndev is %d, expected at least 1", ndev);
-    (void)devlist;  // the host backend has no devices to bind
+    WEFT_ASSIGN_OR_RETURN(weftBackend_t backend, chooseBackend());
+    if (backend == weftBackendCuda && devlist == nullptr && ndev > weft::cuda::deviceCount())
+      return weft::errorStatus(ncclInvalidArgument, "ndev is %d but only %d GPUs are visible; pass devlist to put "
+                               "several ranks on one GPU", ndev, weft::cuda::deviceCount());
     WEFT_ASSIGN_OR_RETURN(UniqueIdContents contents, createUniqueId());
     const ncclUniqueId id = packUniqueId(contents);
     WEFT_RETURN_IF_ERROR(groupStart());
     weft::Status first;
     for (int i = 0; i < ndev; ++i) {
-      weft::Status s = initRank(&comm[i], ndev, id, i, nullptr);
+      const int device = backend == weftBackendCuda ? (devlist != nullptr ? devlist[i] : i) : -1;
+      weft::Status s = initRank(&comm[i], ndev, id, i, nullptr, device);
       if (!s.ok() && first.ok()) first = s;
     }
     weft::Status ended = groupEnd();
@@ -163,8 +190,9 @@ WEFT_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     WEFT_RETURN_IF_ERROR(checkComm(comm));
     Comm* c = asComm(comm);
     if (c->initThread.joinable()) c->initThread.join();
-    // Host operations complete before their call returns: nothing is in
-    // flight, and our FIFO memory outlives any peer still using it.
+    // Host operations complete before their call returns; cuda ones are
+    // waited for here. Our FIFO memory outlives any peer still using it.
+    WEFT_RETURN_IF_ERROR(cudaWaitIdle(c, false));
     std::lock_guard<std::mutex> lock(c->execMutex);
     if (c->state.load() == static_cast<int>(CommState::kReady)) c->state.store(static_cast<int>(CommState::kFinalized));
     return weft::okStatus();

@@ -6,6 +6,7 @@
 
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/cuda_backend.h"
 #include "core/enqueue.h"
 
 using namespace weft::core;
@@ -45,35 +46,55 @@ constexpr uint64_t kRegMagic = 0x5765667452656721ull;
 // Window handles are registrations too (ncclWindow is opaque to users).
 struct ncclWindow : Registration {};
 
-WEFT_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
-  return apiCall("ncclMemAlloc", nullptr, [&]() -> weft::Status {
-    if (ptr == nullptr)
-      return weft::errorStatus(ncclInvalidArgument, "ptr is NULL, expected a pointer to store the address");
-    *ptr = nullptr;
-    if (size == 0) return weft::errorStatus(ncclInvalidArgument, "size is 0, expected at least 1 byte");
-    void* p = nullptr;
-    const size_t rounded = (size + kPageBytes - 1) / kPageBytes * kPageBytes;
-    if (posix_memalign(&p, kPageBytes, rounded) != 0 || p == nullptr)
-      return weft::errorStatus(ncclSystemError, "cannot allocate %zu bytes of host memory", rounded);
-    std::lock_guard<std::mutex> lock(allocations().mutex);
-    allocations().live.insert(p);
-    *ptr = p;
+namespace {
+
+// Device memory when communicators made now would run on the cuda backend
+// (NCCL's behaviour), page-aligned host memory otherwise.
+weft::Status memAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return weft::errorStatus(ncclInvalidArgument, "ptr is NULL, expected a pointer to store the address");
+  *ptr = nullptr;
+  if (size == 0) return weft::errorStatus(ncclInvalidArgument, "size is 0, expected at least 1 byte");
+  WEFT_ASSIGN_OR_RETURN(weftBackend_t backend, chooseBackend());
+  if (backend == weftBackendCuda) {
+    WEFT_ASSIGN_OR_RETURN(*ptr, weft::cuda::deviceAlloc(size));
     return weft::okStatus();
-  });
+  }
+  void* p = nullptr;
+  const size_t rounded = (size + kPageBytes - 1) / kPageBytes * kPageBytes;
+  if (posix_memalign(&p, kPageBytes, rounded) != 0 || p == nullptr)
+    return weft::errorStatus(ncclSystemError, "cannot allocate %zu bytes of host memory", rounded);
+  std::lock_guard<std::mutex> lock(allocations().mutex);
+  allocations().live.insert(p);
+  *ptr = p;
+  return weft::okStatus();
+}
+
+weft::Status memFree(void* ptr) {
+  if (ptr == nullptr) return weft::okStatus();
+  {
+    std::lock_guard<std::mutex> lock(allocations().mutex);
+    if (allocations().live.erase(ptr) != 0) {
+      std::free(ptr);
+      return weft::okStatus();
+    }
+  }
+  int device = -1;
+  if (weft::cuda::pointerKind(ptr, &device) == weft::cuda::MemoryKind::kDevice) {
+    weft::cuda::DeviceGuard guard(device);
+    weft::cuda::deviceFree(ptr);
+    return weft::okStatus();
+  }
+  return weft::errorStatus(ncclInvalidArgument, "ptr %p was not returned by ncclMemAlloc (or was already freed)", ptr);
+}
+
+}  // namespace
+
+WEFT_NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  return apiCall("ncclMemAlloc", nullptr, [&] { return memAlloc(ptr, size); });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
-  return apiCall("ncclMemFree", nullptr, [&]() -> weft::Status {
-    if (ptr == nullptr) return weft::okStatus();
-    {
-      std::lock_guard<std::mutex> lock(allocations().mutex);
-      if (allocations().live.erase(ptr) == 0)
-        return weft::errorStatus(ncclInvalidArgument, "ptr %p was not returned by ncclMemAlloc (or was already freed)",
-                                 ptr);
-    }
-    std::free(ptr);
-    return weft::okStatus();
-  });
+  return apiCall("ncclMemFree", nullptr, [&] { return memFree(ptr); });
 }
 
 namespace {

@@ -54,24 +54,15 @@ WEFT_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t
 
 WEFT_NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
   switch (result) {
-    case ncclSuccess:
-      return "no error";
-    case ncclUnhandledCudaError:
-      return "unhandled cuda error (run with NCCL_DEBUG=WARN for details)";
-    case ncclSystemError:
-      return "unhandled system error (run with NCCL_DEBUG=WARN for details)";
-    case ncclInternalError:
-      return "internal error - please report this issue to the Weft developers";
-    case ncclInvalidArgument:
-      return "invalid argument (ncclGetLastError or NCCL_DEBUG=WARN says which)";
-    case ncclInvalidUsage:
-      return "invalid usage (ncclGetLastError or NCCL_DEBUG=WARN says why)";
-    case ncclRemoteError:
-      return "remote process exited or there was a network error";
-    case ncclInProgress:
-      return "NCCL operation in progress";
-    default:
-      return "unknown result code";
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=WARN for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=WARN for details)";
+    case ncclInternalError: return "internal error - please report this issue to the Weft developers";
+    case ncclInvalidArgument: return "invalid argument (ncclGetLastError or NCCL_DEBUG=WARN says which)";
+    case ncclInvalidUsage: return "invalid usage (ncclGetLastError or NCCL_DEBUG=WARN says why)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
   }
 }
 

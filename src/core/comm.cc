@@ -1,5 +1,6 @@
 #include "core/comm.h"
 
+#include "core/cuda_backend.h"
 #include "core/host_executor.h"
 
 namespace weft::core {
@@ -20,6 +21,16 @@ device::ChannelView Channel::view(int rank) const {
   if (ring.nranks > 1) {
     v.ringRecv = &recv[static_cast<size_t>(ring.prev)]->end;
     v.ringSend = &send[static_cast<size_t>(ring.next)]->end;
+  }
+  return v;
+}
+
+device::ChannelView Channel::deviceView(int rank) const {
+  device::ChannelView v = view(rank);
+  v.ring.userRanks = static_cast<const int32_t*>(deviceRingOrder.get());
+  if (ring.nranks > 1) {
+    v.ringRecv = recv[static_cast<size_t>(ring.prev)]->deviceEnd;
+    v.ringSend = send[static_cast<size_t>(ring.next)]->deviceEnd;
   }
   return v;
 }

@@ -40,6 +40,7 @@ struct PeerInfo {
   uint64_t processHash;
   uint64_t pidNamespace;
   char hostname[64];
+  char busId[32];  // cuda backend: the GPU's PCI bus id
 };
 
 struct Channel {
@@ -50,9 +51,15 @@ struct Channel {
   // first send/recv that needs them).
   std::vector<std::unique_ptr<transport::Connection>> send;
   std::vector<std::unique_ptr<transport::Connection>> recv;
+  std::shared_ptr<void> deviceRingOrder;  // cuda backend: ringOrder in device memory
 
   device::ChannelView view(int rank) const;
+  // The same view with device pointers (cuda backend).
+  device::ChannelView deviceView(int rank) const;
 };
+
+// cuda backend state of a communicator (see core/cuda_backend.cc).
+struct CudaState;
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized };
 
@@ -92,6 +99,7 @@ struct Comm {
   std::vector<pid_t> peerPids;  // local peer processes to watch while waiting, else 0
   device::HostWaitConfig waitConfig;
   std::unique_ptr<HostExecutor> executor;
+  std::unique_ptr<CudaState> cuda;
   std::mutex execMutex;  // held while operations run; abort takes it to wait them out
 
   std::mutex errorMutex;

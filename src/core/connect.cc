@@ -3,6 +3,8 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "core/comm.h"
+#include "core/cuda_backend.h"
+#include "device/backend/cuda/runtime.h"
 
 namespace weft::core {
 namespace {
@@ -17,17 +19,27 @@ std::unique_ptr<transport::Connection>& slot(const ConnectNeed& need) {
 }
 
 transport::LinkSpec linkOf(const ConnectNeed& need) {
-  return transport::LinkSpec{need.channel, need.comm->rank, need.peer, need.comm->stepBytes};
+  const Comm& comm = *need.comm;
+  transport::LinkSpec link{need.channel, comm.rank, need.peer, comm.stepBytes};
+  link.cudaDev = comm.cudaDev;
+  link.peerInProcess =
+      comm.peers[static_cast<size_t>(need.peer)].processHash == comm.peers[static_cast<size_t>(comm.rank)].processHash;
+  return link;
+}
+
+// Kernels need the FifoEnd in device memory.
+Status finishConnection(const Comm& comm, transport::Connection* conn) {
+  if (comm.backend != weftBackendCuda) return okStatus();
+  return cudaMirrorConnection(comm, conn);
 }
 
 const transport::Transport* transportById(uint32_t id) {
   switch (static_cast<transport::TransportId>(id)) {
-    case transport::TransportId::kP2p:
-      return &transport::p2pTransport();
-    case transport::TransportId::kShm:
-      return &transport::shmTransport();
-    default:
-      return nullptr;
+    case transport::TransportId::kP2p: return &transport::p2pTransport();
+    case transport::TransportId::kShm: return &transport::shmTransport();
+    case transport::TransportId::kCudaP2p: return &transport::cudaP2pTransport();
+    case transport::TransportId::kCudaShm: return &transport::cudaShmTransport();
+    default: return nullptr;
   }
 }
 
@@ -37,6 +49,7 @@ Status setupRecv(const ConnectNeed& need) {
   auto conn = std::make_unique<transport::Connection>();
   transport::ConnectBlob blob{};
   WEFT_RETURN_IF_ERROR(chosen->setupRecv(linkOf(need), conn.get(), &blob));
+  WEFT_RETURN_IF_ERROR(finishConnection(comm, conn.get()));
   WEFT_RETURN_IF_ERROR(comm.bootstrap->send(need.peer, connectTag(need.channel), &blob, sizeof(blob)));
   WEFT_INFO(log::kInit, "Channel %02d : %d[%d] -> %d[%d] via %s", need.channel, need.peer, need.peer, comm.rank,
             comm.rank, chosen->name());
@@ -54,8 +67,30 @@ Status connectSend(const ConnectNeed& need) {
                        need.peer, blob.transportId, need.channel);
   auto conn = std::make_unique<transport::Connection>();
   WEFT_RETURN_IF_ERROR(chosen->connectSend(linkOf(need), blob, conn.get()));
+  WEFT_RETURN_IF_ERROR(finishConnection(comm, conn.get()));
   slot(need) = std::move(conn);
   return okStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// GPUs: direct (same device, peer access, or IPC) unless ruled out, else
+// through pinned shared memory.
+Result<const transport::Transport*> selectCudaTransport(const Comm& comm, const PeerInfo& me, const PeerInfo& other,
+                                                        bool p2pOff, bool shmOff) {
+  const bool sameProcess = me.processHash == other.processHash;
+  const int peerDevice = sameProcess ? other.cudaDev : cuda::deviceByPciBusId(other.busId);
+  const bool reachable = peerDevice >= 0 && cuda::canAccessPeer(comm.cudaDev, peerDevice) &&
+                         cuda::canAccessPeer(peerDevice, comm.cudaDev);
+  if (!p2pOff && reachable) return &transport::cudaP2pTransport();
+  if (!shmOff) return &transport::cudaShmTransport();
+  return errorStatus(ncclInvalidUsage,
+                     "no transport connects rank %d (GPU %s) and rank %d (GPU %s) on host %s: %s and "
+                     "NCCL_SHM_DISABLE=1",
+                     comm.rank, me.busId, other.rank, other.busId, me.hostname,
+                     p2pOff ? "NCCL_P2P_DISABLE=1" : "the GPUs cannot reach each other's memory");
 }
 
 }  // namespace
@@ -70,6 +105,7 @@ Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) 
                        comm.rank, me.hostname, peer, other.hostname);
   const bool p2pOff = param::p2pDisable() != 0;
   const bool shmOff = param::shmDisable() != 0;
+  if (comm.backend == weftBackendCuda) return selectCudaTransport(comm, me, other, p2pOff, shmOff);
   if (me.processHash == other.processHash && !p2pOff) return &transport::p2pTransport();
   if (!shmOff) return &transport::shmTransport();
   return errorStatus(ncclInvalidUsage,

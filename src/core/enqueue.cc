@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/comm.h"
+#include "core/cuda_backend.h"
 #include "core/datatypes.h"
 #include "core/group.h"
 #include "core/launch.h"
@@ -12,18 +13,12 @@ namespace {
 
 const char* funcName(device::Func func) {
   switch (func) {
-    case device::Func::kAllReduce:
-      return "AllReduce";
-    case device::Func::kAllGather:
-      return "AllGather";
-    case device::Func::kReduceScatter:
-      return "ReduceScatter";
-    case device::Func::kBroadcast:
-      return "Broadcast";
-    case device::Func::kReduce:
-      return "Reduce";
-    default:
-      return "SendRecv";
+    case device::Func::kAllReduce: return "AllReduce";
+    case device::Func::kAllGather: return "AllGather";
+    case device::Func::kReduceScatter: return "ReduceScatter";
+    case device::Func::kBroadcast: return "Broadcast";
+    case device::Func::kReduce: return "Reduce";
+    default: return "SendRecv";
   }
 }
 
@@ -46,10 +41,11 @@ Status checkBytes(size_t count, ncclDataType_t datatype, int factor) {
   return okStatus();
 }
 
-Status checkBuffer(const char* name, const void* buff, size_t count) {
-  if (count > 0 && buff == nullptr)
+Status checkBuffer(const Comm& comm, const char* name, const void* buff, size_t count) {
+  if (count == 0) return okStatus();
+  if (buff == nullptr)
     return errorStatus(ncclInvalidArgument, "%s is NULL with count %zu, expected a buffer", name, count);
-  return okStatus();
+  return checkBufferKind(comm, name, buff);
 }
 
 Status checkRank(const char* name, int value, int nranks) {
@@ -64,8 +60,8 @@ Status checkCollBuffers(const Comm& comm, const CollArgs& a) {
   const bool isRoot = comm.rank == a.root;
   const bool needSend = a.func != device::Func::kBroadcast || isRoot;
   const bool needRecv = a.func != device::Func::kReduce || isRoot;
-  if (needSend) WEFT_RETURN_IF_ERROR(checkBuffer("sendbuff", a.sendbuff, a.count));
-  if (needRecv) WEFT_RETURN_IF_ERROR(checkBuffer("recvbuff", a.recvbuff, a.count));
+  if (needSend) WEFT_RETURN_IF_ERROR(checkBuffer(comm, "sendbuff", a.sendbuff, a.count));
+  if (needRecv) WEFT_RETURN_IF_ERROR(checkBuffer(comm, "recvbuff", a.recvbuff, a.count));
   return okStatus();
 }
 
@@ -102,8 +98,7 @@ Status ensureUsable(ncclComm_t handle) {
     case CommState::kFinalized:
       return errorStatus(ncclInvalidUsage, "comm %p was finalized; only ncclCommDestroy may follow",
                          static_cast<void*>(comm));
-    default:
-      return okStatus();
+    default: return okStatus();
   }
 }
 
@@ -121,7 +116,7 @@ Status enqueueColl(ncclComm_t handle, const CollArgs& a) {
   };
   Status checked = check();
   if (!checked.ok()) return recordInGroup(checked.withContext(funcName(a.func)));
-  CollTask task{a.func, a.sendbuff, a.recvbuff, a.count, a.datatype, ResolvedOp{}, a.root};
+  CollTask task{a.func, a.sendbuff, a.recvbuff, a.count, a.datatype, ResolvedOp{}, a.root, a.stream};
   if (reduces(a.func)) {
     Result<ResolvedOp> op = comm->ops.resolve(a.op, a.datatype, comm->nranks);
     if (!op.ok()) return recordInGroup(op.status().withContext(funcName(a.func)));
@@ -132,7 +127,8 @@ Status enqueueColl(ncclComm_t handle, const CollArgs& a) {
   return submit(comm);
 }
 
-Status enqueueP2p(ncclComm_t handle, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer) {
+Status enqueueP2p(ncclComm_t handle, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer,
+                  cudaStream_t stream) {
   Status usable = ensureUsable(handle);
   if (!usable.ok()) return recordInGroup(usable);
   Comm* comm = asComm(handle);
@@ -140,12 +136,12 @@ Status enqueueP2p(ncclComm_t handle, bool isSend, const void* buff, size_t count
     WEFT_RETURN_IF_ERROR(checkType(datatype));
     WEFT_RETURN_IF_ERROR(checkBytes(count, datatype, 1));
     WEFT_RETURN_IF_ERROR(checkRank("peer", peer, comm->nranks));
-    return checkBuffer(isSend ? "sendbuff" : "recvbuff", buff, count);
+    return checkBuffer(*comm, isSend ? "sendbuff" : "recvbuff", buff, count);
   };
   Status checked = check();
   if (!checked.ok()) return recordInGroup(checked.withContext(isSend ? "Send" : "Recv"));
   P2pTask task{isSend, peer, isSend ? buff : nullptr, isSend ? nullptr : const_cast<void*>(buff),
-               count * typeSize(datatype)};
+               count * typeSize(datatype), stream};
   comm->p2pTasks.push_back(task);
   return submit(comm);
 }

@@ -19,10 +19,12 @@ struct CollArgs {
   ncclDataType_t datatype;
   ncclRedOp_t op;  // ignored by data-only collectives
   int root;        // Broadcast and Reduce
+  cudaStream_t stream;
 };
 
 Status enqueueColl(ncclComm_t comm, const CollArgs& args);
-Status enqueueP2p(ncclComm_t comm, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer);
+Status enqueueP2p(ncclComm_t comm, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer,
+                  cudaStream_t stream);
 
 // Blocks until a non-blocking init has finished; fails if the communicator
 // failed, was finalized, or is still waiting for its group to end.

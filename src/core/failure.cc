@@ -31,8 +31,7 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
           "progressing: is it blocked elsewhere, or calling collectives in a different order?",
           comm.rank, seconds, failure.site.channel, where.c_str(), waitingFor,
           static_cast<long long>(param::waitTimeoutSec()));
-    default:
-      return okStatus();
+    default: return okStatus();
   }
 }
 

@@ -12,6 +12,7 @@
 #include "common/process.h"
 #include "core/comm.h"
 #include "core/connect.h"
+#include "core/cuda_backend.h"
 #include "core/host_executor.h"
 #include "graph/rings.h"
 #include "tuning/tuning.h"
@@ -49,6 +50,8 @@ PeerInfo localPeerInfo(const Comm& comm) {
   info.processHash = processHash();
   info.pidNamespace = pidNamespaceId();
   gethostname(info.hostname, sizeof(info.hostname) - 1);
+  if (comm.backend == weftBackendCuda)
+    std::snprintf(info.busId, sizeof(info.busId), "%s", cuda::pciBusId(comm.cudaDev).c_str());
   return info;
 }
 
@@ -61,7 +64,10 @@ Proposal localProposal(const Comm& comm, int localRanks) {
   Proposal p{};
   int64_t envMax = param::maxNChannels();
   int64_t envMin = param::minNChannels();
-  int defaultMax = tuning::hostDefaultMaxChannels(availableCores(), localRanks);
+  // GPUs: one block per channel, and a block moves far less than the GPU's
+  // bandwidth, so the cuda backend builds more channels than the host one.
+  int defaultMax = comm.backend == weftBackendCuda ? tuning::kCudaDefaultMaxChannels
+                                                   : tuning::hostDefaultMaxChannels(availableCores(), localRanks);
   int maxCh = comm.config.maxChannels > 0 ? comm.config.maxChannels
               : envMax > 0                ? static_cast<int>(envMax)
                                           : defaultMax;
@@ -116,6 +122,28 @@ void buildChannels(Comm* comm) {
   }
 }
 
+// Every rank must run the same backend, and GPUs shared by several
+// processes need MPS for their kernels to run at the same time.
+Status checkBackends(const Comm& comm) {
+  const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
+  for (const PeerInfo& p : comm.peers) {
+    if (p.backend != me.backend)
+      return errorStatus(ncclInvalidUsage, "rank %d runs the %s backend but rank %d (host %s) the %s backend; set "
+                         "WEFT_BACKEND the same on every rank",
+                         comm.rank, me.backend == weftBackendCuda ? "cuda" : "host", p.rank, p.hostname,
+                         p.backend == weftBackendCuda ? "cuda" : "host");
+    const bool sharedGpu = me.backend == weftBackendCuda && p.hostHash == me.hostHash &&
+                           p.processHash != me.processHash && std::strcmp(p.busId, me.busId) == 0;
+    if (sharedGpu && !cuda::mpsEnabled(comm.cudaDev))
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d (pid %d) and rank %d (pid %d) use GPU %s from different processes; their kernels "
+                         "wait on each other and can only run together under MPS (start nvidia-cuda-mps-control -d), "
+                         "or run these ranks as threads of one process",
+                         comm.rank, me.pid, p.rank, p.pid, me.busId);
+  }
+  return okStatus();
+}
+
 void setupWaiting(Comm* comm) {
   const PeerInfo& me = comm->peers[static_cast<size_t>(comm->rank)];
   comm->peerPids.assign(static_cast<size_t>(comm->nranks), 0);
@@ -138,16 +166,24 @@ void setupWaiting(Comm* comm) {
 
 Status setupComm(Comm* comm) {
   log::ScopedRank scoped(comm->rank);
+  cuda::DeviceGuard device(comm->cudaDev);
   WEFT_RETURN_IF_ERROR(exchangePeers(comm));
+  WEFT_RETURN_IF_ERROR(checkBackends(*comm));
   buildChannels(comm);
+  if (comm->backend == weftBackendCuda) {
+    WEFT_RETURN_IF_ERROR(cudaSetup(comm));
+    WEFT_RETURN_IF_ERROR(cudaMirrorChannels(comm));
+  }
   WEFT_RETURN_IF_ERROR(connectRings(comm));
   setupWaiting(comm);
   comm->executor = std::make_unique<HostExecutor>(comm->rank);
   comm->state.store(static_cast<int>(CommState::kReady));
   comm->asyncError.store(ncclSuccess);
   WEFT_INFO(log::kInit,
-            "comm %p rank %d nranks %d localRanks %d backend host channels %zu (min %d) buffSize %lld - Init COMPLETE",
-            static_cast<void*>(comm), comm->rank, comm->nranks, comm->localRanks, comm->channels.size(),
+            "comm %p rank %d nranks %d localRanks %d backend %s device %d channels %zu (min %d) buffSize %lld - "
+            "Init COMPLETE",
+            static_cast<void*>(comm), comm->rank, comm->nranks, comm->localRanks,
+            comm->backend == weftBackendCuda ? "cuda" : "host", comm->cudaDev, comm->channels.size(),
             comm->minChannels, static_cast<long long>(comm->stepBytes * device::kFifoSteps));
   return okStatus();
 }

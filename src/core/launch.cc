@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "core/comm.h"
 #include "core/connect.h"
+#include "core/cuda_backend.h"
 #include "core/failure.h"
 #include "core/host_executor.h"
 #include "core/planner.h"
@@ -26,12 +27,15 @@ void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs)
   }
 }
 
+// Points send/recv items at their FIFO ends (device copies for kernels).
 void bindP2p(Comm* comm, Plan* plan) {
+  const bool onDevice = comm->backend == weftBackendCuda;
+  auto endOf = [onDevice](transport::Connection& conn) { return onDevice ? conn.deviceEnd : &conn.end; };
   for (const P2pBinding& b : plan->p2p) {
     Channel& channel = comm->channels[static_cast<size_t>(b.channel)];
     device::P2pWork& work = plan->channels[static_cast<size_t>(b.channel)][b.item].p2p;
-    if (b.sendPeer >= 0) work.sendEnd = &channel.send[static_cast<size_t>(b.sendPeer)]->end;
-    if (b.recvPeer >= 0) work.recvEnd = &channel.recv[static_cast<size_t>(b.recvPeer)]->end;
+    if (b.sendPeer >= 0) work.sendEnd = endOf(*channel.send[static_cast<size_t>(b.sendPeer)]);
+    if (b.recvPeer >= 0) work.recvEnd = endOf(*channel.recv[static_cast<size_t>(b.recvPeer)]);
   }
 }
 
@@ -64,12 +68,23 @@ Status launchLocked(const std::vector<Comm*>& comms) {
       return connected;
     }
   }
+  std::vector<Comm*> cudaComms;
+  std::vector<Plan> cudaPlans;
   std::vector<LaunchUnit> units;
   for (size_t i = 0; i < comms.size(); ++i) {
     bindP2p(comms[i], &plans[i]);
+    if (comms[i]->backend == weftBackendCuda) {
+      cudaComms.push_back(comms[i]);
+      cudaPlans.push_back(std::move(plans[i]));
+      continue;
+    }
     for (const SelfCopy& copy : plans[i].selfCopies) std::memmove(copy.dst, copy.src, copy.bytes);
     for (size_t c = 0; c < plans[i].channels.size(); ++c)
       if (!plans[i].channels[c].empty()) units.push_back({comms[i], static_cast<int>(c), &plans[i].channels[c]});
+  }
+  if (!cudaComms.empty()) {
+    Status launched = cudaLaunch(cudaComms, cudaPlans);
+    if (!launched.ok()) return launched;
   }
   std::vector<device::WaitFailureInfo> failures = runUnits(units);
   Status first;

@@ -31,6 +31,30 @@ device::CollWork baseWork(const PlanInputs& in, const CollTask& task, uint64_t e
   return work;
 }
 
+device::KernelKey keyOf(const CollTask& task) {
+  if (isDataOnly(task.func)) return device::KernelKey{true, device::DataType::kUint8, device::RedOpKind::kSum};
+  return device::KernelKey{false, static_cast<device::DataType>(task.dtype), task.op.kind};
+}
+
+bool sameKernel(const device::KernelKey& a, const device::KernelKey& b) {
+  return a.dataOnly == b.dataOnly && (a.dataOnly || (a.dtype == b.dtype && a.op == b.op));
+}
+
+// Starts a batch for `key`, or continues the last one if its kernel matches.
+void beginBatch(Plan* plan, const device::KernelKey& key) {
+  if (!plan->batches.empty() && sameKernel(plan->batches.back().key, key)) return;
+  Batch batch;
+  batch.key = key;
+  for (const auto& list : plan->channels) batch.begin.push_back(static_cast<uint32_t>(list.size()));
+  batch.end = batch.begin;
+  plan->batches.push_back(std::move(batch));
+}
+
+void endBatch(Plan* plan) {
+  Batch& batch = plan->batches.back();
+  for (size_t c = 0; c < plan->channels.size(); ++c) batch.end[c] = static_cast<uint32_t>(plan->channels[c].size());
+}
+
 void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
   const uint64_t elemSize = isDataOnly(task.func) ? 1 : typeSize(task.dtype);
   device::CollWork work = baseWork(in, task, elemSize);
@@ -110,10 +134,17 @@ void planPeers(const PlanInputs& in, const std::vector<P2pTask>& p2ps, Plan* pla
 Result<Plan> planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
   Plan plan;
   plan.channels.resize(static_cast<size_t>(in.channels));
-  for (const CollTask& task : colls) planColl(in, task, &plan);
+  for (const CollTask& task : colls) {
+    beginBatch(&plan, keyOf(task));
+    planColl(in, task, &plan);
+    endBatch(&plan);
+  }
   if (!p2ps.empty()) {
     WEFT_RETURN_IF_ERROR(pairSelf(p2ps, in.rank, &plan));
+    beginBatch(&plan, device::KernelKey{true, device::DataType::kUint8, device::RedOpKind::kSum});
     planPeers(in, p2ps, &plan);
+    endBatch(&plan);
+    plan.batches.back().hasP2p = true;
   }
   return plan;
 }

@@ -7,7 +7,8 @@
 
 #include "common/status.h"
 #include "core/task.h"
-#include "device/backend/host/host_run.h"
+#include "device/backend/cuda/kernel_args.h"
+#include "device/work.h"
 
 namespace weft::core {
 
@@ -34,8 +35,18 @@ struct SelfCopy {
   size_t bytes;
 };
 
+// Consecutive tasks that one kernel can run (same KernelKey): on each
+// channel, items [begin[c], end[c]). The host backend ignores batches.
+struct Batch {
+  device::KernelKey key;
+  bool hasP2p = false;
+  std::vector<uint32_t> begin;
+  std::vector<uint32_t> end;
+};
+
 struct Plan {
   std::vector<std::vector<device::WorkItem>> channels;  // indexed by channel id
+  std::vector<Batch> batches;
   std::vector<P2pBinding> p2p;
   std::vector<SelfCopy> selfCopies;
 };

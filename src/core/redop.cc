@@ -58,18 +58,10 @@ Status RedOpTable::destroy(ncclRedOp_t op) {
 Result<ResolvedOp> RedOpTable::resolve(ncclRedOp_t op, ncclDataType_t type, int nranks) const {
   ResolvedOp out;
   switch (op) {
-    case ncclSum:
-      out.kind = device::RedOpKind::kSum;
-      return out;
-    case ncclProd:
-      out.kind = device::RedOpKind::kProd;
-      return out;
-    case ncclMax:
-      out.kind = device::RedOpKind::kMax;
-      return out;
-    case ncclMin:
-      out.kind = device::RedOpKind::kMin;
-      return out;
+    case ncclSum: out.kind = device::RedOpKind::kSum; return out;
+    case ncclProd: out.kind = device::RedOpKind::kProd; return out;
+    case ncclMax: out.kind = device::RedOpKind::kMax; return out;
+    case ncclMin: out.kind = device::RedOpKind::kMin; return out;
     case ncclAvg:
       if (isFloatType(type)) {
         out.kind = device::RedOpKind::kPreMulSum;
@@ -79,8 +71,7 @@ Result<ResolvedOp> RedOpTable::resolve(ncclRedOp_t op, ncclDataType_t type, int 
         out.scalarBits = static_cast<uint64_t>(nranks);
       }
       return out;
-    default:
-      break;
+    default: break;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   size_t index = static_cast<size_t>(op) - ncclNumOps;

@@ -17,6 +17,7 @@ struct CollTask {
   ncclDataType_t dtype;
   ResolvedOp op;
   int root;
+  cudaStream_t stream;
 };
 
 struct P2pTask {
@@ -25,6 +26,7 @@ struct P2pTask {
   const void* sendbuff;  // isSend
   void* recvbuff;        // !isSend
   size_t bytes;
+  cudaStream_t stream;
 };
 
 }  // namespace weft::core

@@ -64,11 +64,22 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void localCopy(const T* src, T* dst, int64_t n) {
     const T* srcs[1] = {src};
     T* dsts[1] = {dst};
-    reduceCopy<1, 1>(coop_, op_, srcs, 1, dsts, 1, n, true, true);
+    reduceCopy<1, 1, 1, 1>(coop_, op_, srcs, 1, dsts, 1, n, true, true);
     coop_.sync();
   }
 
  private:
+  // How many inputs and outputs a verb can have: its own buffer if it reads
+  // or writes one, plus one slot per peer (at least one peer when it talks).
+  template <bool Recv, bool Src>
+  static constexpr int kVerbMinSrcs = (Src ? 1 : 0) + (Recv ? 1 : 0);
+  template <bool Recv, bool Src>
+  static constexpr int kVerbMaxSrcs = (Src ? 1 : 0) + (Recv ? kMaxRecv : 0);
+  template <bool Send, bool Dst>
+  static constexpr int kVerbMinDsts = (Dst ? 1 : 0) + (Send ? 1 : 0);
+  template <bool Send, bool Dst>
+  static constexpr int kVerbMaxDsts = (Dst ? 1 : 0) + (Send ? kMaxSend : 0);
+
   WEFT_HD bool ready(int nr, int ns) const {
     for (int i = 0; i < nr; ++i)
       if (!fifoCanConsume(recv_[i])) return false;
@@ -102,7 +113,8 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         for (int i = 0; i < nr; ++i) srcs[nSrcs++] = reinterpret_cast<const T*>(fifoSlot(recv_[i]));
         if (Dst) dsts[nDsts++] = dst + offset;
         for (int i = 0; i < ns; ++i) dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
-        reduceCopy<kMaxRecv + 1, kMaxSend + 1>(coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src, post);
+        reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>, kVerbMaxDsts<Send, Dst>>(
+            coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src, post);
         coop_.sync();
       }
       advance(nr, ns, n * static_cast<int64_t>(sizeof(T)), ok);

@@ -3,6 +3,8 @@
 // changes generated code: element type, functor, protocol and team.
 #pragma once
 
+#include <string.h>
+
 #include "device/p2p.h"
 #include "device/primitives.h"
 #include "device/reduce_ops.h"
@@ -13,26 +15,34 @@
 namespace weft::device {
 
 template <typename T, typename RedOp, typename Coop>
-WEFT_HD void runRingCollective(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
-  const bool connected = channel.ring.nranks > 1;
+using RingPrims = Primitives<T, RedOp, Fan<1, 1>, ProtoSimple, Coop>;
+
+// AllReduce, ReduceScatter and Reduce with functor RedOp.
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  const int peers = channel.ring.nranks > 1 ? 1 : 0;
   FifoEnd* recvs[1] = {channel.ringRecv};
   FifoEnd* sends[1] = {channel.ringSend};
-  Primitives<T, RedOp, Fan<1, 1>, ProtoSimple, Coop> prims(coop, op, channel.id, recvs, connected ? 1 : 0, sends,
-                                                           connected ? 1 : 0);
+  RingPrims<T, RedOp, Coop> prims(coop, op, channel.id, recvs, peers, sends, peers);
   switch (work.func) {
-    case Func::kAllReduce:
-      return ringAllReduce<T>(prims, channel.ring, work);
-    case Func::kReduceScatter:
-      return ringReduceScatter<T>(prims, channel.ring, work);
-    case Func::kReduce:
-      return ringReduce<T>(prims, channel.ring, work, channel.rank);
-    case Func::kAllGather:
-      return ringAllGather<T>(prims, channel.ring, work);
-    case Func::kBroadcast:
-      return ringBroadcast<T>(prims, channel.ring, work, channel.rank);
-    default:
-      return;
+    case Func::kAllReduce: return ringAllReduce<T>(prims, channel.ring, work);
+    case Func::kReduceScatter: return ringReduceScatter<T>(prims, channel.ring, work);
+    case Func::kReduce: return ringReduce<T>(prims, channel.ring, work, channel.rank);
+    default: return;
   }
+}
+
+// AllGather and Broadcast move bytes whatever the user's type.
+template <typename Coop>
+WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork& work) {
+  const int peers = channel.ring.nranks > 1 ? 1 : 0;
+  FifoEnd* recvs[1] = {channel.ringRecv};
+  FifoEnd* sends[1] = {channel.ringSend};
+  RingPrims<uint8_t, FuncCopy<uint8_t>, Coop> prims(coop, FuncCopy<uint8_t>(), channel.id, recvs, peers, sends, peers);
+  if (work.func == Func::kAllGather)
+    ringAllGather<uint8_t>(prims, channel.ring, work);
+  else if (work.func == Func::kBroadcast)
+    ringBroadcast<uint8_t>(prims, channel.ring, work, channel.rank);
 }
 
 template <typename T>
@@ -43,31 +53,41 @@ WEFT_HD T resolveScalar(const CollWork& work) {
   return value;
 }
 
-// Reducing collectives of element type T.
+// The functor of kind K for element type T, with its scalar from `work`.
+template <typename T, RedOpKind K>
+WEFT_HD auto makeOp(const CollWork& work) {
+  if constexpr (K == RedOpKind::kSum)
+    return FuncSum<T>();
+  else if constexpr (K == RedOpKind::kProd)
+    return FuncProd<T>();
+  else if constexpr (K == RedOpKind::kMax)
+    return FuncMax<T>();
+  else if constexpr (K == RedOpKind::kMin)
+    return FuncMin<T>();
+  else if constexpr (K == RedOpKind::kPreMulSum)
+    return FuncPreMulSum<T>{resolveScalar<T>(work)};
+  else
+    return FuncSumPostDiv<T>{work.scalarBits};
+}
+
+template <typename T, RedOpKind K, typename Coop>
+WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
+  runRingReducing<T>(coop, channel, work, makeOp<T, K>(work));
+}
+
+// Reducing collectives of element type T, any functor (the host backend's
+// entry; CUDA kernels instantiate one functor each).
 template <typename T, typename Coop>
 WEFT_HD void runReducing(Coop& coop, const ChannelView& channel, const CollWork& work) {
   switch (work.op) {
-    case RedOpKind::kSum:
-      return runRingCollective<T>(coop, channel, work, FuncSum<T>());
-    case RedOpKind::kProd:
-      return runRingCollective<T>(coop, channel, work, FuncProd<T>());
-    case RedOpKind::kMax:
-      return runRingCollective<T>(coop, channel, work, FuncMax<T>());
-    case RedOpKind::kMin:
-      return runRingCollective<T>(coop, channel, work, FuncMin<T>());
-    case RedOpKind::kPreMulSum:
-      return runRingCollective<T>(coop, channel, work, FuncPreMulSum<T>{resolveScalar<T>(work)});
-    case RedOpKind::kSumPostDiv:
-      return runRingCollective<T>(coop, channel, work, FuncSumPostDiv<T>{work.scalarBits});
-    default:
-      return;
+    case RedOpKind::kSum: return runReducingOp<T, RedOpKind::kSum>(coop, channel, work);
+    case RedOpKind::kProd: return runReducingOp<T, RedOpKind::kProd>(coop, channel, work);
+    case RedOpKind::kMax: return runReducingOp<T, RedOpKind::kMax>(coop, channel, work);
+    case RedOpKind::kMin: return runReducingOp<T, RedOpKind::kMin>(coop, channel, work);
+    case RedOpKind::kPreMulSum: return runReducingOp<T, RedOpKind::kPreMulSum>(coop, channel, work);
+    case RedOpKind::kSumPostDiv: return runReducingOp<T, RedOpKind::kSumPostDiv>(coop, channel, work);
+    default: return;
   }
-}
-
-// Data-only collectives run on bytes whatever the user's type.
-template <typename Coop>
-WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  runRingCollective<uint8_t>(coop, channel, work, FuncCopy<uint8_t>());
 }
 
 }  // namespace weft::device

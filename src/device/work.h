@@ -85,4 +85,12 @@ struct P2pWork {
   uint64_t recvBytes;
 };
 
+// One entry of a channel's work list.
+struct WorkItem {
+  enum class Kind : uint8_t { kColl, kP2p };
+  Kind kind;
+  CollWork coll;  // kColl
+  P2pWork p2p;    // kP2p
+};
+
 }  // namespace weft::device

@@ -17,6 +17,10 @@ struct Connection {
   // the memory outlives whichever side is destroyed first.
   std::shared_ptr<void> keepAlive;
   const Transport* transport = nullptr;
+  // cuda backend: a copy of `end` in device memory, which kernels read and
+  // whose `step` they advance (owned by deviceEndOwner).
+  device::FifoEnd* deviceEnd = nullptr;
+  std::shared_ptr<void> deviceEndOwner;
 
   bool connected() const { return transport != nullptr; }
 };

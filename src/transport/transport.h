@@ -19,6 +19,8 @@ struct LinkSpec {
   int rank;  // this side
   int peer;  // the other side
   int64_t stepBytes;
+  int cudaDev = -1;            // this side's device (cuda backend only)
+  bool peerInProcess = false;  // the peer rank lives in this process
 };
 
 struct ConnectBlob {
@@ -27,7 +29,7 @@ struct ConnectBlob {
   char data[248];
 };
 
-enum class TransportId : uint32_t { kP2p = 1, kShm = 2 };
+enum class TransportId : uint32_t { kP2p = 1, kShm = 2, kCudaP2p = 3, kCudaShm = 4 };
 
 class Transport {
  public:
@@ -42,5 +44,11 @@ class Transport {
 const Transport& p2pTransport();
 // Processes on one host: FIFO memory in a POSIX shared-memory segment.
 const Transport& shmTransport();
+// GPUs that can reach each other's memory (same device, peer access, or
+// CUDA IPC across processes): FIFO in the receiver's device memory.
+const Transport& cudaP2pTransport();
+// GPUs that cannot: FIFO in a shared-memory segment pinned and mapped into
+// both devices (data crosses PCIe twice).
+const Transport& cudaShmTransport();
 
 }  // namespace weft::transport

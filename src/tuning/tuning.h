@@ -19,6 +19,9 @@ constexpr int64_t kBytesPerChannel = 256 * 1024;
 // Channels for a collective moving `bytes` in total (the user buffer size).
 int collChannels(int64_t bytes, const ChannelLimits& limits);
 
+// Default highest channel count on the cuda backend.
+constexpr int kCudaDefaultMaxChannels = 16;
+
 // Default highest channel count on the host backend: one per core available
 // to each local rank, at least 1 and at most 4.
 int hostDefaultMaxChannels(int cores, int localRanks);

@@ -59,8 +59,10 @@ void runProcesses(int nranks, const std::function<void(int, int, const ncclUniqu
 }  // namespace
 
 void runRanksRaw(RankMode mode, int nranks, const std::function<void(int, int, const ncclUniqueId&)>& body) {
-  if (mode == RankMode::kThreads) runThreads(nranks, body);
-  else runProcesses(nranks, body);
+  if (mode == RankMode::kThreads)
+    runThreads(nranks, body);
+  else
+    runProcesses(nranks, body);
 }
 
 void runRanks(RankMode mode, int nranks, const std::function<void(RankContext&)>& body) {

@@ -28,7 +28,8 @@ void runRanks(RankMode mode, int nranks, const std::function<void(RankContext&)>
 
 // As runRanks, but the body gets only the rank and the unique id and manages
 // communicators itself (init/destroy tests).
-void runRanksRaw(RankMode mode, int nranks, const std::function<void(int rank, int nranks, const ncclUniqueId& id)>& body);
+void runRanksRaw(RankMode mode, int nranks,
+                 const std::function<void(int rank, int nranks, const ncclUniqueId& id)>& body);
 
 const char* modeName(RankMode mode);
 

@@ -18,7 +18,7 @@ TEST(Half, RoundTripsEveryFiniteValue) {
 }
 
 TEST(Half, RoundsToNearestEven) {
-  EXPECT_EQ(halfToFloat(floatToHalf(1.0f + 1.0f / 2048)), 1.0f);              // tie, even stays
+  EXPECT_EQ(halfToFloat(floatToHalf(1.0f + 1.0f / 2048)), 1.0f);                // tie, even stays
   EXPECT_EQ(halfToFloat(floatToHalf(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);  // tie, odd rounds up
   EXPECT_EQ(floatToHalf(65520.0f).bits, 0x7c00);                                // overflows to inf
   EXPECT_EQ(halfToFloat(floatToHalf(65519.0f)), 65504.0f);

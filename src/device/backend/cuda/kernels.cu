@@ -1,32 +1,69 @@
-// CUDA kernels: the portable algorithms instantiated with the block team.
-// One block per channel; the launch path arrives with the cuda backend.
-#include "device/backend/cuda/cuda_coop.cuh"
-#include "device/run_work.h"
+// The data-only kernel, and the launch table over the per-type reducing
+// kernels (generated from kernels_type.cu.in, one translation unit per type
+// so the build parallelises and a developer can filter instantiations).
+#include <cuda_runtime.h>
+
+#include "device/backend/cuda/kernels.cuh"
+#include "device/backend/cuda/launch.h"
 
 namespace weft::device {
 
-template <typename T>
-__global__ void reducingKernel(const ChannelView* channels, const CollWork* works, const uint32_t* abortFlag) {
+__global__ void __launch_bounds__(1024) dataOnlyKernel(const __grid_constant__ KernelArgs args) {
   __shared__ int scratch[2];
-  CudaCoop coop(abortFlag, scratch);
-  runReducing<T>(coop, channels[blockIdx.x], works[blockIdx.x]);
+  CudaCoop coop(args.abortFlag, scratch);
+  const KernelChannel& channel = args.channels[blockIdx.x];
+  for (int i = 0; i < channel.itemCount && !coop.failed(); ++i) {
+    const WorkItem& item = args.items[channel.firstItem + i];
+    if (item.kind == WorkItem::Kind::kColl)
+      runDataOnly(coop, channel.view, item.coll);
+    else
+      runSendRecv(coop, item.p2p, channel.view.id);
+  }
 }
 
-__global__ void dataOnlyKernel(const ChannelView* channels, const CollWork* works, const uint32_t* abortFlag) {
-  __shared__ int scratch[2];
-  CudaCoop coop(abortFlag, scratch);
-  runDataOnly(coop, channels[blockIdx.x], works[blockIdx.x]);
+#define WEFT_DECLARE_KERNEL_TABLE(kind) KernelFn reducingKernelFor_##kind(RedOpKind op);
+WEFT_DECLARE_KERNEL_TABLE(kInt8)
+WEFT_DECLARE_KERNEL_TABLE(kUint8)
+WEFT_DECLARE_KERNEL_TABLE(kInt32)
+WEFT_DECLARE_KERNEL_TABLE(kUint32)
+WEFT_DECLARE_KERNEL_TABLE(kInt64)
+WEFT_DECLARE_KERNEL_TABLE(kUint64)
+WEFT_DECLARE_KERNEL_TABLE(kFloat16)
+WEFT_DECLARE_KERNEL_TABLE(kFloat32)
+WEFT_DECLARE_KERNEL_TABLE(kFloat64)
+WEFT_DECLARE_KERNEL_TABLE(kBfloat16)
+WEFT_DECLARE_KERNEL_TABLE(kFp8E4M3)
+WEFT_DECLARE_KERNEL_TABLE(kFp8E5M2)
+
+namespace {
+
+KernelFn reducingKernelFor(DataType dtype, RedOpKind op) {
+  switch (dtype) {
+    case DataType::kInt8: return reducingKernelFor_kInt8(op);
+    case DataType::kUint8: return reducingKernelFor_kUint8(op);
+    case DataType::kInt32: return reducingKernelFor_kInt32(op);
+    case DataType::kUint32: return reducingKernelFor_kUint32(op);
+    case DataType::kInt64: return reducingKernelFor_kInt64(op);
+    case DataType::kUint64: return reducingKernelFor_kUint64(op);
+    case DataType::kFloat16: return reducingKernelFor_kFloat16(op);
+    case DataType::kFloat32: return reducingKernelFor_kFloat32(op);
+    case DataType::kFloat64: return reducingKernelFor_kFloat64(op);
+    case DataType::kBfloat16: return reducingKernelFor_kBfloat16(op);
+    case DataType::kFp8E4M3: return reducingKernelFor_kFp8E4M3(op);
+    case DataType::kFp8E5M2: return reducingKernelFor_kFp8E5M2(op);
+    default: return nullptr;
+  }
 }
 
-__global__ void sendRecvKernel(const ChannelView* channels, const P2pWork* works, const uint32_t* abortFlag) {
-  __shared__ int scratch[2];
-  CudaCoop coop(abortFlag, scratch);
-  runSendRecv(coop, works[blockIdx.x], channels[blockIdx.x].id);
-}
+}  // namespace
 
-// The instantiation list (a developer filter arrives with the launch path).
-template __global__ void reducingKernel<float>(const ChannelView*, const CollWork*, const uint32_t*);
-template __global__ void reducingKernel<half_t>(const ChannelView*, const CollWork*, const uint32_t*);
-template __global__ void reducingKernel<int32_t>(const ChannelView*, const CollWork*, const uint32_t*);
+int launchKernel(const KernelKey& key, const KernelArgs& args, int threadsPerBlock, CUstream_st* stream) {
+  KernelFn fn = key.dataOnly ? dataOnlyKernel : reducingKernelFor(key.dtype, key.op);
+  if (fn == nullptr) return kKernelNotBuilt;
+  void* params[] = {const_cast<KernelArgs*>(&args)};
+  cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(static_cast<unsigned>(args.nchannels)),
+                                     dim3(static_cast<unsigned>(threadsPerBlock)), params, 0, stream);
+  return static_cast<int>(err);
+}
 
 }  // namespace weft::device

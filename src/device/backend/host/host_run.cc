@@ -5,16 +5,14 @@
 namespace weft::device {
 namespace {
 
-void runColl(HostCoop& coop, const ChannelView& channel, const CollWork& work) {
+void runCollective(HostCoop& coop, const ChannelView& channel, const CollWork& work) {
   if (work.func == Func::kAllGather || work.func == Func::kBroadcast) return runDataOnly(coop, channel, work);
   switch (work.dtype) {
 #define WEFT_CASE(T, kind) \
-  case DataType::kind:     \
-    return hostRunReducing_##kind(coop, channel, work);
+  case DataType::kind: return hostRunReducing_##kind(coop, channel, work);
     WEFT_HOST_TYPES(WEFT_CASE)
 #undef WEFT_CASE
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -25,7 +23,7 @@ WaitFailureInfo hostRunChannel(const ChannelView& channel, const WorkItem* items
   HostCoop coop(config);
   for (size_t i = 0; i < count && !coop.failed(); ++i) {
     if (items[i].kind == WorkItem::Kind::kColl)
-      runColl(coop, channel, items[i].coll);
+      runCollective(coop, channel, items[i].coll);
     else
       runSendRecv(coop, items[i].p2p, channel.id);
   }

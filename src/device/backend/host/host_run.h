@@ -9,24 +9,17 @@
 
 namespace weft::device {
 
-struct WorkItem {
-  enum class Kind : uint8_t { kColl, kP2p };
-  Kind kind;
-  CollWork coll;  // kColl
-  P2pWork p2p;    // kP2p
-};
-
 // Runs items in order; stops at the first failed wait and reports it.
 WaitFailureInfo hostRunChannel(const ChannelView& channel, const WorkItem* items, size_t count,
                                const HostWaitConfig& config);
 
 // Per-type instantiations, one translation unit per type family so the
 // build parallelises (host_kernels_*.cc).
-#define WEFT_HOST_TYPES(X)                                                                                       \
-  X(int8_t, kInt8)                                                                                               \
-  X(uint8_t, kUint8) X(int32_t, kInt32) X(uint32_t, kUint32) X(int64_t, kInt64) X(uint64_t, kUint64)             \
-      X(half_t, kFloat16) X(float, kFloat32) X(double, kFloat64) X(bfloat16_t, kBfloat16) X(fp8e4m3_t, kFp8E4M3) \
-          X(fp8e5m2_t, kFp8E5M2)
+#define WEFT_HOST_TYPES(X)                                                                            \
+  X(int8_t, kInt8)                                                                                    \
+  X(uint8_t, kUint8)                                                                                  \
+  X(int32_t, kInt32) X(uint32_t, kUint32) X(int64_t, kInt64) X(uint64_t, kUint64) X(half_t, kFloat16) \
+      X(float, kFloat32) X(double, kFloat64) X(bfloat16_t, kBfloat16) X(fp8e4m3_t, kFp8E4M3) X(fp8e5m2_t, kFp8E5M2)
 
 #define WEFT_DECLARE_HOST_REDUCING(T, kind) \
   void hostRunReducing_##kind(HostCoop& coop, const ChannelView& channel, const CollWork& work);

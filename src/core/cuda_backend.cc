@@ -1,0 +1,123 @@
+#include "core/cuda_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "common/log.h"
+#include "common/params.h"
+#include "core/comm.h"
+#include "core/datatypes.h"
+#include "device/backend/cuda/launch.h"
+
+namespace weft::core {
+
+CudaState::~CudaState() {
+  cuda::DeviceGuard guard(device);
+  cuda::eventDestroy(joinEvent);
+  cuda::eventDestroy(doneEvent);
+  cuda::streamDestroy(internalStream);
+  cuda::hostFree(abortHost);
+}
+
+Result<weftBackend_t> chooseBackend() {
+  const std::string forced = param::backend();
+  if (forced == "host") return weftBackendHost;
+  if (forced == "cuda") {
+    if (!cuda::built()) return errorStatus(ncclInvalidUsage, "WEFT_BACKEND=cuda, but this Weft was built without CUDA");
+    if (cuda::deviceCount() == 0)
+      return errorStatus(ncclInvalidUsage, "WEFT_BACKEND=cuda, but no usable CUDA device was found");
+    return weftBackendCuda;
+  }
+  if (!forced.empty())
+    return errorStatus(ncclInvalidArgument, "WEFT_BACKEND is \"%s\", expected host or cuda", forced.c_str());
+  return cuda::deviceCount() > 0 ? weftBackendCuda : weftBackendHost;
+}
+
+Status cudaSetup(Comm* comm) {
+  auto state = std::make_unique<CudaState>();
+  state->device = comm->cudaDev;
+  cuda::DeviceGuard guard(state->device);
+  const int64_t threads = param::nThreads();
+  state->threads = threads > 0 ? static_cast<int>(std::clamp<int64_t>(threads, 64, 1024) / 32 * 32) : 512;
+  void* host = nullptr;
+  void* dev = nullptr;
+  WEFT_RETURN_IF_ERROR(cuda::hostAllocMapped(sizeof(uint32_t), &host, &dev));
+  state->abortHost = static_cast<uint32_t*>(host);
+  state->abortDevice = static_cast<uint32_t*>(dev);
+  WEFT_ASSIGN_OR_RETURN(state->internalStream, cuda::streamCreate());
+  WEFT_ASSIGN_OR_RETURN(state->joinEvent, cuda::eventCreate());
+  WEFT_ASSIGN_OR_RETURN(state->doneEvent, cuda::eventCreate());
+  state->args = std::make_unique<device::KernelArgs>();
+  const PeerInfo& me = comm->peers[static_cast<size_t>(comm->rank)];
+  state->sameDeviceRanksInProcess =
+      static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+        return p.processHash == me.processHash && std::strcmp(p.busId, me.busId) == 0;
+      }));
+  comm->cuda = std::move(state);
+  return okStatus();
+}
+
+Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn) {
+  cuda::DeviceGuard guard(comm.cudaDev);
+  WEFT_ASSIGN_OR_RETURN(void* mirror, cuda::deviceAlloc(sizeof(device::FifoEnd)));
+  const int device = comm.cudaDev;
+  conn->deviceEndOwner = std::shared_ptr<void>(mirror, [device](void* p) {
+    cuda::DeviceGuard g(device);
+    cuda::deviceFree(p);
+  });
+  conn->deviceEnd = static_cast<device::FifoEnd*>(mirror);
+  return cuda::copyToDevice(mirror, &conn->end, sizeof(device::FifoEnd));
+}
+
+Status cudaMirrorChannels(Comm* comm) {
+  cuda::DeviceGuard guard(comm->cudaDev);
+  const int device = comm->cudaDev;
+  for (Channel& channel : comm->channels) {
+    const size_t bytes = channel.ringOrder.size() * sizeof(int32_t);
+    WEFT_ASSIGN_OR_RETURN(void* order, cuda::deviceAlloc(bytes));
+    channel.deviceRingOrder = std::shared_ptr<void>(order, [device](void* p) {
+      cuda::DeviceGuard g(device);
+      cuda::deviceFree(p);
+    });
+    WEFT_RETURN_IF_ERROR(cuda::copyToDevice(order, channel.ringOrder.data(), bytes));
+  }
+  return okStatus();
+}
+
+Status checkBufferKind(const Comm& comm, const char* name, const void* ptr) {
+  if (ptr == nullptr || cuda::deviceCount() == 0) return okStatus();
+  int device = -1;
+  const cuda::MemoryKind kind = cuda::pointerKind(ptr, &device);
+  if (comm.backend == weftBackendHost && kind == cuda::MemoryKind::kDevice)
+    return errorStatus(ncclInvalidArgument,
+                       "%s %p is device memory of GPU %d, but this communicator runs on the host backend "
+                       "(WEFT_BACKEND=host or no usable GPU at init): pass host memory",
+                       name, ptr, device);
+  if (comm.backend == weftBackendCuda && kind == cuda::MemoryKind::kHost)
+    return errorStatus(ncclInvalidArgument,
+                       "%s %p is pageable host memory, but this communicator runs on the cuda backend: pass device "
+                       "memory (cudaMalloc, ncclMemAlloc) or pinned mapped host memory",
+                       name, ptr);
+  return okStatus();
+}
+
+Status cudaWaitIdle(Comm* comm, bool aborting) {
+  CudaState* state = comm->cuda.get();
+  if (state == nullptr || !state->launched) return okStatus();
+  cuda::DeviceGuard guard(state->device);
+  if (aborting) __atomic_store_n(state->abortHost, 1u, __ATOMIC_RELEASE);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    Result<bool> done = cuda::eventDone(state->doneEvent);
+    if (!done.ok()) return done.status();
+    if (done.value()) return okStatus();
+    if (aborting && std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+      return errorStatus(ncclInternalError, "rank %d: kernels still running 10 s after abort; their memory is leaked",
+                         comm->rank);
+    std::this_thread::sleep_for(std::chrono::microseconds(aborting ? 1000 : 50));
+  }
+}
+
+}  // namespace weft::core

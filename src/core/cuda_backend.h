@@ -1,0 +1,62 @@
+// The cuda backend's part of core: per-communicator device state, mirroring
+// host-built structures into device memory, launching planned work as
+// kernels on the user's stream, and waiting for it at teardown.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "core/planner.h"
+#include "device/backend/cuda/kernel_args.h"
+#include "device/backend/cuda/runtime.h"
+#include "weft.h"
+
+namespace weft::transport {
+struct Connection;
+}
+
+namespace weft::core {
+
+struct Comm;
+
+struct CudaState {
+  CudaState() = default;
+  ~CudaState();
+  CudaState(const CudaState&) = delete;
+  CudaState& operator=(const CudaState&) = delete;
+
+  int device = -1;
+  int threads = 512;
+  int sameDeviceRanksInProcess = 1;  // ranks of this communicator on our GPU in this process
+  uint32_t* abortHost = nullptr;     // pinned, mapped: the kernels' abort flag
+  uint32_t* abortDevice = nullptr;
+  cuda::Stream internalStream = nullptr;
+  cuda::Event joinEvent = nullptr;
+  cuda::Event doneEvent = nullptr;  // recorded after every launch: teardown waits on it
+  bool launched = false;
+  std::unique_ptr<device::KernelArgs> args;  // reused launch parameters (31 KB)
+};
+
+// Chooses the backend for a new communicator: cuda when built with CUDA and
+// a device is usable, unless WEFT_BACKEND says otherwise.
+Result<weftBackend_t> chooseBackend();
+
+// Creates the cuda state after the peers are known (device, abort flag, stream, events).
+Status cudaSetup(Comm* comm);
+// Copies a connection's FifoEnd and the channels' ring orders to the device.
+Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn);
+Status cudaMirrorChannels(Comm* comm);
+
+// Launches every communicator's plan on its stream; returns once enqueued.
+Status cudaLaunch(const std::vector<Comm*>& comms, std::vector<Plan>& plans);
+
+// Waits until the communicator's last launch has finished. With `aborting`
+// the kernels have been told to stop and the wait gives up after a bound.
+Status cudaWaitIdle(Comm* comm, bool aborting);
+
+// Buffers must suit the backend: device-reachable memory for cuda, host
+// memory for host. The message names the argument, the pointer and its kind.
+Status checkBufferKind(const Comm& comm, const char* name, const void* ptr);
+
+}  // namespace weft::core

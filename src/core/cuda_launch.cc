@@ -1,0 +1,154 @@
+// Launching planned work on the cuda backend. Each batch of a plan becomes
+// one kernel (one block per channel with work) on the launch stream.
+//
+// Streams: normally the kernels go straight onto the user's stream. When
+// several communicators in one launch share a device and a stream (one
+// thread driving several ranks on one GPU), each gets its own internal
+// stream instead, joined to the user's by events in three phases (all joins,
+// then all kernels, then all waits), so their kernels can run at the same
+// time, which they must, since they wait on each other.
+#include <algorithm>
+#include <cstring>
+
+#include "common/log.h"
+#include "core/comm.h"
+#include "core/cuda_backend.h"
+#include "core/datatypes.h"
+#include "device/backend/cuda/launch.h"
+
+namespace weft::core {
+namespace {
+
+struct Target {
+  Comm* comm;
+  Plan* plan;
+  std::vector<cuda::Stream> userStreams;  // distinct, first one leads
+  cuda::Stream launchStream;
+  bool ownStream;
+};
+
+std::vector<cuda::Stream> streamsOf(const Comm& comm) {
+  std::vector<cuda::Stream> streams;
+  auto add = [&](cudaStream_t s) {
+    if (std::find(streams.begin(), streams.end(), s) == streams.end()) streams.push_back(s);
+  };
+  for (const CollTask& t : comm.collTasks) add(t.stream);
+  for (const P2pTask& t : comm.p2pTasks) add(t.stream);
+  return streams;
+}
+
+Status checkLegacyStream(const Target& t, int peersInLaunch) {
+  const CudaState& state = *t.comm->cuda;
+  if (!cuda::streamIsLegacyDefault(t.userStreams[0]) || state.sameDeviceRanksInProcess <= peersInLaunch)
+    return okStatus();
+  return errorStatus(ncclInvalidUsage,
+                     "rank %d shares GPU %d with %d other ranks of this communicator in this process, and uses the "
+                     "legacy default stream, which would serialize their kernels and deadlock: give each rank its own "
+                     "stream (cudaStreamCreate), or drive them from one thread in one group",
+                     t.comm->rank, t.comm->cudaDev, state.sameDeviceRanksInProcess - 1);
+}
+
+Status launchRound(Comm& comm, const Batch& batch, const Plan& plan, uint32_t skip, uint32_t take,
+                   cuda::Stream stream) {
+  device::KernelArgs& args = *comm.cuda->args;
+  args.abortFlag = comm.cuda->abortDevice;
+  int nblocks = 0;
+  uint32_t nitems = 0;
+  for (size_t c = 0; c < plan.channels.size(); ++c) {
+    const uint32_t first = batch.begin[c] + skip;
+    if (first >= batch.end[c]) continue;
+    const uint32_t count = std::min(take, batch.end[c] - first);
+    device::KernelChannel& kc = args.channels[nblocks++];
+    kc.view = comm.channels[c].deviceView(comm.rank);
+    kc.firstItem = static_cast<uint16_t>(nitems);
+    kc.itemCount = static_cast<uint16_t>(count);
+    std::memcpy(&args.items[nitems], &plan.channels[c][first], count * sizeof(device::WorkItem));
+    nitems += count;
+  }
+  if (nblocks == 0) return okStatus();
+  args.nchannels = nblocks;
+  const int rc = device::launchKernel(batch.key, args, comm.cuda->threads, stream);
+  if (rc == device::kKernelNotBuilt)
+    return errorStatus(ncclInvalidUsage,
+                       "the kernel for %s/%d was filtered out of this build (WEFT_CUDA_TYPES, "
+                       "WEFT_CUDA_OPS): rebuild with the default 'all'",
+                       typeName(static_cast<ncclDataType_t>(batch.key.dtype)), static_cast<int>(batch.key.op));
+  return cuda::errorFromCode(rc, "kernel launch");
+}
+
+// One batch; splits collective batches that exceed a launch's capacity.
+// Point-to-point batches are never split: ranks plan different numbers of
+// them, and a split could separate a send from the receive it waits on.
+Status launchBatch(Comm& comm, const Plan& plan, const Batch& batch, cuda::Stream stream) {
+  uint32_t longest = 0;
+  uint32_t total = 0;
+  int busy = 0;
+  for (size_t c = 0; c < plan.channels.size(); ++c) {
+    const uint32_t n = batch.end[c] - batch.begin[c];
+    longest = std::max(longest, n);
+    total += n;
+    busy += n > 0 ? 1 : 0;
+  }
+  if (total <= static_cast<uint32_t>(device::kMaxKernelItems))
+    return launchRound(comm, batch, plan, 0, longest, stream);
+  if (batch.hasP2p)
+    return errorStatus(ncclInvalidUsage,
+                       "rank %d: a group with %u send/recv work items exceeds the cuda backend's "
+                       "%d per launch; split the group",
+                       comm.rank, total, device::kMaxKernelItems);
+  const uint32_t perRound = static_cast<uint32_t>(device::kMaxKernelItems / busy);
+  for (uint32_t skip = 0; skip < longest; skip += perRound)
+    WEFT_RETURN_IF_ERROR(launchRound(comm, batch, plan, skip, perRound, stream));
+  return okStatus();
+}
+
+Status launchTarget(Target& t) {
+  Comm& comm = *t.comm;
+  for (const SelfCopy& copy : t.plan->selfCopies)
+    WEFT_RETURN_IF_ERROR(cuda::copyAsync(copy.dst, copy.src, copy.bytes, t.launchStream));
+  for (const Batch& batch : t.plan->batches) WEFT_RETURN_IF_ERROR(launchBatch(comm, *t.plan, batch, t.launchStream));
+  comm.cuda->launched = true;
+  return cuda::eventRecord(comm.cuda->doneEvent, t.launchStream);
+}
+
+}  // namespace
+
+Status cudaLaunch(const std::vector<Comm*>& comms, std::vector<Plan>& plans) {
+  std::vector<Target> targets;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    std::vector<cuda::Stream> streams = streamsOf(*comms[i]);
+    if (streams.empty()) streams.push_back(nullptr);
+    targets.push_back({comms[i], &plans[i], streams, streams[0], false});
+  }
+  for (Target& t : targets) {
+    int sharing = 0;
+    for (const Target& o : targets)
+      sharing += o.comm->cudaDev == t.comm->cudaDev && o.userStreams[0] == t.userStreams[0];
+    WEFT_RETURN_IF_ERROR(checkLegacyStream(t, sharing));
+    t.ownStream = sharing > 1 || t.userStreams.size() > 1;
+    if (t.ownStream) t.launchStream = t.comm->cuda->internalStream;
+  }
+  // Phase 1: every launch stream waits for the work already on its user streams.
+  for (Target& t : targets) {
+    cuda::DeviceGuard guard(t.comm->cudaDev);
+    if (!t.ownStream) continue;
+    for (cuda::Stream s : t.userStreams) {
+      WEFT_RETURN_IF_ERROR(cuda::eventRecord(t.comm->cuda->joinEvent, s));
+      WEFT_RETURN_IF_ERROR(cuda::streamWaitEvent(t.launchStream, t.comm->cuda->joinEvent));
+    }
+  }
+  // Phase 2: the kernels.
+  for (Target& t : targets) {
+    cuda::DeviceGuard guard(t.comm->cudaDev);
+    WEFT_RETURN_IF_ERROR(launchTarget(t));
+  }
+  // Phase 3: user streams continue after the collective work.
+  for (Target& t : targets) {
+    cuda::DeviceGuard guard(t.comm->cudaDev);
+    if (!t.ownStream) continue;
+    for (cuda::Stream s : t.userStreams) WEFT_RETURN_IF_ERROR(cuda::streamWaitEvent(s, t.comm->cuda->doneEvent));
+  }
+  return okStatus();
+}
+
+}  // namespace weft::core

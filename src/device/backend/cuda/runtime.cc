@@ -1,0 +1,235 @@
+#include "device/backend/cuda/runtime.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <mutex>
+
+namespace weft::cuda {
+
+bool built() { return true; }
+
+Status errorFromCode(int code, const char* call) {
+  if (code == 0) return okStatus();
+  auto err = static_cast<cudaError_t>(code);
+  return errorStatus(ncclUnhandledCudaError, "%s failed: %s (%s)", call, cudaGetErrorString(err),
+                     cudaGetErrorName(err));
+}
+
+#define WEFT_CUDA_RETURN(call)                                            \
+  do {                                                                    \
+    cudaError_t weft_err_ = (call);                                       \
+    if (weft_err_ != cudaSuccess) return errorFromCode(weft_err_, #call); \
+  } while (0)
+
+int deviceCount() {
+  static int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky "no device" error
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+}
+
+Result<int> currentDevice() {
+  int device = -1;
+  WEFT_CUDA_RETURN(cudaGetDevice(&device));
+  return device;
+}
+
+Status setDevice(int device) {
+  WEFT_CUDA_RETURN(cudaSetDevice(device));
+  return okStatus();
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  if (device < 0) return;  // host backend: no device, and no CUDA call at all
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (device != previous_) cudaSetDevice(device);
+  else previous_ = -1;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+Result<void*> deviceAlloc(size_t bytes) {
+  void* ptr = nullptr;
+  WEFT_CUDA_RETURN(cudaMalloc(&ptr, bytes));
+  cudaError_t err = cudaMemset(ptr, 0, bytes);
+  if (err != cudaSuccess) {
+    cudaFree(ptr);
+    return errorFromCode(err, "cudaMemset");
+  }
+  return ptr;
+}
+
+void deviceFree(void* ptr) {
+  if (ptr != nullptr) cudaFree(ptr);
+}
+
+Status hostAllocMapped(size_t bytes, void** host, void** device) {
+  WEFT_CUDA_RETURN(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(*host, 0, bytes);
+  WEFT_CUDA_RETURN(cudaHostGetDevicePointer(device, *host, 0));
+  return okStatus();
+}
+
+void hostFree(void* host) {
+  if (host != nullptr) cudaFreeHost(host);
+}
+
+Result<void*> hostRegisterMapped(void* host, size_t bytes) {
+  WEFT_CUDA_RETURN(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  void* device = nullptr;
+  WEFT_CUDA_RETURN(cudaHostGetDevicePointer(&device, host, 0));
+  return device;
+}
+
+void hostUnregister(void* host) {
+  if (host != nullptr) cudaHostUnregister(host);
+}
+
+Status copyToDevice(void* dst, const void* src, size_t bytes) {
+  WEFT_CUDA_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  return okStatus();
+}
+
+Status copyAsync(void* dst, const void* src, size_t bytes, Stream stream) {
+  WEFT_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  return okStatus();
+}
+
+MemoryKind pointerKind(const void* ptr, int* device) {
+  if (device) *device = -1;
+  if (ptr == nullptr || deviceCount() == 0) return MemoryKind::kHost;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
+    cudaGetLastError();
+    return MemoryKind::kUnknown;
+  }
+  if (device) *device = attr.device;
+  switch (attr.type) {
+    case cudaMemoryTypeDevice: return MemoryKind::kDevice;
+    case cudaMemoryTypeManaged: return MemoryKind::kManaged;
+    case cudaMemoryTypeHost: return attr.devicePointer != nullptr ? MemoryKind::kHostMapped : MemoryKind::kHost;
+    default: return MemoryKind::kHost;
+  }
+}
+
+const char* memoryKindName(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kHost: return "host memory";
+    case MemoryKind::kDevice: return "device memory";
+    case MemoryKind::kManaged: return "managed memory";
+    case MemoryKind::kHostMapped: return "pinned, mapped host memory";
+    default: return "memory of unknown kind";
+  }
+}
+
+Status ipcGetHandle(void* ptr, char handle[kIpcHandleBytes]) {
+  static_assert(sizeof(cudaIpcMemHandle_t) == kIpcHandleBytes, "IPC handle size");
+  cudaIpcMemHandle_t h;
+  WEFT_CUDA_RETURN(cudaIpcGetMemHandle(&h, ptr));
+  std::memcpy(handle, &h, sizeof(h));
+  return okStatus();
+}
+
+Result<void*> ipcOpenHandle(const char handle[kIpcHandleBytes]) {
+  cudaIpcMemHandle_t h;
+  std::memcpy(&h, handle, sizeof(h));
+  void* ptr = nullptr;
+  WEFT_CUDA_RETURN(cudaIpcOpenMemHandle(&ptr, h, cudaIpcMemLazyEnablePeerAccess));
+  return ptr;
+}
+
+void ipcCloseHandle(void* ptr) {
+  if (ptr != nullptr) cudaIpcCloseMemHandle(ptr);
+}
+
+bool canAccessPeer(int device, int peerDevice) {
+  if (device == peerDevice) return true;
+  int can = 0;
+  return cudaDeviceCanAccessPeer(&can, device, peerDevice) == cudaSuccess && can != 0;
+}
+
+Status enablePeerAccess(int peerDevice) {
+  cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
+  if (err == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return okStatus();
+  }
+  WEFT_CUDA_RETURN(err);
+  return okStatus();
+}
+
+std::string pciBusId(int device) {
+  char id[32] = {0};
+  if (cudaDeviceGetPCIBusId(id, sizeof(id), device) != cudaSuccess) return "";
+  return id;
+}
+
+int deviceByPciBusId(const std::string& busId) {
+  int device = -1;
+  if (busId.empty() || cudaDeviceGetByPCIBusId(&device, busId.c_str()) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return device;
+}
+
+bool mpsEnabled(int device) {
+  int value = 0;
+  if (cudaDeviceGetAttribute(&value, cudaDevAttrMpsEnabled, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return value != 0;
+}
+
+Result<Stream> streamCreate() {
+  cudaStream_t stream = nullptr;
+  WEFT_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+void streamDestroy(Stream stream) {
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+bool streamIsLegacyDefault(Stream stream) { return stream == nullptr || stream == cudaStreamLegacy; }
+
+Result<Event> eventCreate() {
+  cudaEvent_t event = nullptr;
+  WEFT_CUDA_RETURN(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void eventDestroy(Event event) {
+  if (event != nullptr) cudaEventDestroy(event);
+}
+
+Status eventRecord(Event event, Stream stream) {
+  WEFT_CUDA_RETURN(cudaEventRecord(event, stream));
+  return okStatus();
+}
+
+Status streamWaitEvent(Stream stream, Event event) {
+  WEFT_CUDA_RETURN(cudaStreamWaitEvent(stream, event, 0));
+  return okStatus();
+}
+
+Result<bool> eventDone(Event event) {
+  cudaError_t err = cudaEventQuery(event);
+  if (err == cudaSuccess) return true;
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  return errorFromCode(err, "cudaEventQuery");
+}
+
+}  // namespace weft::cuda

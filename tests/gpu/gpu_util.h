@@ -1,0 +1,49 @@
+// Helpers for tests that need a GPU: skip when none is usable, check CUDA
+// calls, move data between host vectors and device buffers.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "nccl.h"
+
+#define WEFT_REQUIRE_GPU()                                                              \
+  do {                                                                                  \
+    int weft_ndev_ = 0;                                                                 \
+    if (cudaGetDeviceCount(&weft_ndev_) != cudaSuccess || weft_ndev_ == 0) {            \
+      cudaGetLastError();                                                               \
+      GTEST_SKIP() << "no usable CUDA device";                                          \
+    }                                                                                   \
+  } while (0)
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
+#define NCCL_OK(call, comm) ASSERT_EQ((call), ncclSuccess) << #call << ": " << ncclGetLastError(comm)
+
+namespace weft::test {
+
+// A device buffer of T freed on scope exit.
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t count) : count_(count) {
+    if (cudaMalloc(&ptr_, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) ptr_ = nullptr;
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return ptr_; }
+  void upload(const std::vector<T>& host) { cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice); }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_;
+};
+
+}  // namespace weft::test
