@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -12,6 +14,8 @@ namespace weft::test {
 const char* modeName(RankMode mode) { return mode == RankMode::kThreads ? "threads" : "processes"; }
 
 namespace {
+
+constexpr unsigned kChildSeconds = 240;
 
 void runThreads(int nranks, const std::function<void(int, int, const ncclUniqueId&)>& body) {
   ncclUniqueId id;
@@ -29,6 +33,7 @@ void runProcesses(int nranks, const std::function<void(int, int, const ncclUniqu
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      alarm(kChildSeconds);  // a hung child dies and fails the test instead of hanging ctest
       ncclUniqueId id;
       if (r == 0) {
         if (ncclGetUniqueId(&id) != ncclSuccess) _exit(3);
@@ -59,6 +64,9 @@ void runProcesses(int nranks, const std::function<void(int, int, const ncclUniqu
 }  // namespace
 
 void runRanksRaw(RankMode mode, int nranks, const std::function<void(int, int, const ncclUniqueId&)>& body) {
+  // These tests pass host buffers: keep them on the host backend even on a
+  // machine with a GPU, unless the caller chose a backend explicitly.
+  setenv("WEFT_BACKEND", "host", 0);
   if (mode == RankMode::kThreads)
     runThreads(nranks, body);
   else
