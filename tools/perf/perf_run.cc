@@ -1,0 +1,238 @@
+// One rank's sweep: sizes x types x ops x roots, checked, timed, reduced
+// across ranks, printed by rank 0 as nccl-tests prints (or JSON/CSV).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "perf/perf.h"
+#include "weft.h"
+
+namespace weft::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Measure {
+  double us = 0;
+  int64_t wrong = 0;
+  bool valid = false;
+};
+
+struct Row {
+  size_t bytes, count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root;
+  Measure oop, ip;
+};
+
+// Combines one value across ranks (sum, min or max) through the library.
+double acrossRanks(ncclComm_t comm, const Buffers& scratch, double v, ncclRedOp_t op) {
+  scratch.upload(scratch.send(), &v, sizeof(v));
+  if (ncclAllReduce(scratch.send(), scratch.recv(), 1, ncclFloat64, op, comm,
+                    static_cast<cudaStream_t>(scratch.stream())) != ncclSuccess)
+    return -1;
+  scratch.sync();
+  double out = 0;
+  scratch.download(&out, scratch.recv(), sizeof(out));
+  return out;
+}
+
+double timeIt(const Options& opt, Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root,
+              bool inPlace, const Buffers& b, ncclComm_t comm, int rank, int nranks, ncclResult_t* rc) {
+  for (int i = 0; i < opt.warmup && *rc == ncclSuccess; ++i)
+    *rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+  b.sync();
+  if (b.onDevice() && opt.blocking == 0) {  // nccl-tests' way: one wait for the batch
+    const auto t0 = Clock::now();
+    for (int i = 0; i < opt.iters && *rc == ncclSuccess; ++i)
+      *rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+    b.sync();
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opt.iters;
+  }
+  std::vector<double> samples;
+  for (int i = 0; i < opt.iters && *rc == ncclSuccess; ++i) {
+    const auto t0 = Clock::now();
+    *rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+    b.sync();
+    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  if (samples.empty()) return 0;
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+std::vector<size_t> sweepSizes(const Options& opt) {
+  std::vector<size_t> sizes;
+  for (size_t s = opt.minBytes; s <= opt.maxBytes;) {
+    sizes.push_back(s);
+    const size_t next = opt.stepFactor > 1 ? static_cast<size_t>(static_cast<double>(s) * opt.stepFactor)
+                                           : s + opt.stepBytes;
+    s = next > s ? next : s + 1;
+  }
+  return sizes;
+}
+
+// The size nccl-tests prints: the buffer the size convention refers to.
+size_t shownElems(Coll coll, const Counts& c) {
+  switch (coll) {
+    case Coll::kAllGather: case Coll::kGather: return c.recvElems;
+    case Coll::kReduceScatter: case Coll::kScatter: case Coll::kAlltoAll: return c.sendElems;
+    default: return c.count;
+  }
+}
+
+void printHeader(const Options& opt, int nranks, bool device) {
+  const CollInfo& info = collInfo(opt.coll);
+  std::printf("# weft-perf %s: %d ranks (%s), backend %s, %s\n", info.name, nranks,
+              opt.np > 0 ? (opt.threads ? "threads" : "processes") : "external launcher", device ? "cuda" : "host",
+              weftGetVersionString());
+  std::printf("# time: %s of %d iterations after %d warm-up; across ranks: %s\n#\n",
+              device && opt.blocking == 0 ? "mean" : "median", opt.iters, opt.warmup,
+              (const char*[]){"rank 0", "mean", "min", "max"}[opt.average]);
+  std::printf("# %76s %34s\n", "out-of-place", "in-place");
+  std::printf("# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
+              "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  std::printf("# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n", "(B)", "(elements)", "", "", "", "(us)",
+              "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+void printCell(const Measure& m, size_t bytes, double factor) {
+  if (!m.valid) {
+    std::printf(" %8s %7s %7s %6s", "N/A", "N/A", "N/A", "N/A");
+    return;
+  }
+  const double algbw = m.us > 0 ? static_cast<double>(bytes) / (m.us * 1e3) : 0;
+  std::printf(" %8.2f %7.2f %7.2f %6lld", m.us, algbw, algbw * factor, static_cast<long long>(m.wrong));
+}
+
+const char* redopName(const Options& opt, const Row& r) {
+  return collInfo(opt.coll).reduces ? opName(r.op) : "none";
+}
+
+void printRow(const Options& opt, const Row& r, double factor) {
+  if (opt.output == Output::kCsv) {
+    auto cell = [&](const Measure& m) {
+      const double algbw = m.us > 0 ? static_cast<double>(r.bytes) / (m.us * 1e3) : 0;
+      if (m.valid) std::printf(",%.3f,%.4f,%.4f,%lld", m.us, algbw, algbw * factor, static_cast<long long>(m.wrong));
+      else std::printf(",,,,");
+    };
+    std::printf("%s,%zu,%zu,%s,%s,%d", collInfo(opt.coll).name, r.bytes, r.count, typeName(r.type), redopName(opt, r),
+                r.root);
+    cell(r.oop);
+    cell(r.ip);
+    std::printf("\n");
+    return;
+  }
+  std::printf("  %10zu %12zu %8s %6s %6d", r.bytes, r.count, typeName(r.type), redopName(opt, r), r.root);
+  printCell(r.oop, r.bytes, factor);
+  printCell(r.ip, r.bytes, factor);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void printJson(const Options& opt, const std::vector<Row>& rows, int nranks, bool device, double factor) {
+  std::printf("{\"tool\":\"weft-perf\",\"version\":\"%s\",\"collective\":\"%s\",\"nranks\":%d,\"backend\":\"%s\","
+              "\"iters\":%d,\"results\":[",
+              weftGetVersionString(), collInfo(opt.coll).name, nranks, device ? "cuda" : "host", opt.iters);
+  auto cell = [&](const char* name, const Measure& m, size_t bytes) {
+    if (!m.valid) return std::printf(",\"%s\":null", name), void();
+    const double algbw = m.us > 0 ? static_cast<double>(bytes) / (m.us * 1e3) : 0;
+    std::printf(",\"%s\":{\"time_us\":%.3f,\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}", name, m.us, algbw,
+                algbw * factor, static_cast<long long>(m.wrong));
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::printf("%s{\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"redop\":\"%s\",\"root\":%d", i ? "," : "", r.bytes,
+                r.count, typeName(r.type), redopName(opt, r), r.root);
+    cell("out_of_place", r.oop, r.bytes);
+    cell("in_place", r.ip, r.bytes);
+    std::printf("}");
+  }
+  std::printf("]}\n");
+}
+
+}  // namespace
+
+bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
+  const CollInfo& info = collInfo(opt.coll);
+  const std::vector<size_t> sizes = sweepSizes(opt);
+  size_t sendBytes = 0, recvBytes = 0;
+  for (ncclDataType_t t : opt.types) {
+    const Counts c = countsFor(opt.coll, opt.maxBytes, t, nranks);
+    sendBytes = std::max(sendBytes, c.sendElems * typeSize(t));
+    recvBytes = std::max(recvBytes, std::max(c.recvElems, c.sendElems) * typeSize(t));
+  }
+  Buffers b(comm, sendBytes, recvBytes);
+  Buffers scratch(comm, sizeof(double), sizeof(double));
+  if (!b.ok() || !scratch.ok()) {
+    std::fprintf(stderr, "weft-perf: rank %d: cannot allocate %zu + %zu bytes of buffers\n", rank, sendBytes,
+                 recvBytes);
+    return false;
+  }
+  std::vector<int> roots = info.rooted ? opt.roots : std::vector<int>{-1};
+  if (info.rooted && roots[0] < 0) {  // -r all
+    roots.clear();
+    for (int r = 0; r < nranks; ++r) roots.push_back(r);
+  }
+  if (info.rooted && roots[0] >= nranks) {
+    if (rank == 0) std::fprintf(stderr, "weft-perf: -r %d: root must be below the rank count %d\n", roots[0], nranks);
+    return false;
+  }
+  const double factor = info.busFactor(nranks);
+  const bool lead = rank == 0;
+  if (lead && opt.output == Output::kTable) printHeader(opt, nranks, b.onDevice());
+  if (lead && opt.output == Output::kCsv)
+    std::printf("collective,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,"
+                "ip_algbw,ip_busbw,ip_wrong\n");
+  std::vector<Row> rows;
+  int64_t totalWrong = 0;
+  double busSum = 0;
+  int busCount = 0;
+  ncclResult_t rc = ncclSuccess;
+  const auto start = Clock::now();
+  for (ncclDataType_t type : opt.types)
+    for (ncclRedOp_t op : info.reduces ? opt.ops : std::vector<ncclRedOp_t>{ncclSum})
+      for (int root : roots)
+        for (size_t s = 0; s < sizes.size() && rc == ncclSuccess; ++s) {
+          const Counts c = countsFor(opt.coll, sizes[s], type, nranks);
+          Row row{shownElems(opt.coll, c) * typeSize(type), shownElems(opt.coll, c), type, op, root, {}, {}};
+          for (int v = 0; v < (info.inPlace ? 2 : 1) && rc == ncclSuccess; ++v) {
+            Measure& m = v == 0 ? row.oop : row.ip;
+            int64_t wrong = 0;
+            for (int k = 0; k < opt.check && rc == ncclSuccess; ++k)
+              wrong += checkColl(opt.coll, c, type, op, root, v == 1, b, comm, rank, nranks, &rc);
+            if (rc != ncclSuccess) break;
+            const double us = timeIt(opt, opt.coll, c, type, op, root, v == 1, b, comm, rank, nranks, &rc);
+            if (rc != ncclSuccess) break;
+            const ncclRedOp_t how = opt.average == 2 ? ncclMin : opt.average == 3 ? ncclMax : ncclSum;
+            m.us = acrossRanks(comm, scratch, opt.average == 0 && rank != 0 ? 0 : us, how);
+            if (opt.average == 1) m.us /= nranks;
+            m.wrong = static_cast<int64_t>(acrossRanks(comm, scratch, static_cast<double>(wrong), ncclSum));
+            m.valid = true;
+            totalWrong += m.wrong;
+            if (m.us > 0) busSum += static_cast<double>(row.bytes) / (m.us * 1e3) * factor, ++busCount;
+          }
+          if (rc != ncclSuccess) break;
+          if (lead && opt.output != Output::kJson) printRow(opt, row, factor);
+          rows.push_back(row);
+          const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+          if (lead && elapsed > 2 && sizes.size() > 1)
+            std::fprintf(stderr, "weft-perf: %s %s %s %zu bytes done (%zu/%zu), %.0f s\n", info.name,
+                         typeName(type), opName(op), sizes[s], s + 1, sizes.size(), elapsed);
+        }
+  if (rc != ncclSuccess) {
+    std::fprintf(stderr, "weft-perf: rank %d: %s: %s\n", rank, ncclGetErrorString(rc), ncclGetLastError(comm));
+    return false;
+  }
+  if (lead && opt.output == Output::kJson) printJson(opt, rows, nranks, b.onDevice(), factor);
+  if (lead && opt.output == Output::kTable) {
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(totalWrong), totalWrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %g\n#\n", busCount ? busSum / busCount : 0.0);
+  }
+  return totalWrong == 0;
+}
+
+}  // namespace weft::perf
