@@ -22,6 +22,17 @@ device::ChannelView Channel::view(int rank) const {
     v.ringRecv = &recv[static_cast<size_t>(ring.prev)]->end;
     v.ringSend = &send[static_cast<size_t>(ring.next)]->end;
   }
+  v.tree = tree;
+  if (tree.depth > 0) {
+    if (tree.up >= 0) {
+      v.treeUpSend = &send[static_cast<size_t>(tree.up)]->end;
+      v.treeDownRecv = &recv[static_cast<size_t>(tree.up)]->end;
+    }
+    for (int i = 0; i < tree.nDown; ++i) {
+      v.treeUpRecv[i] = &recv[static_cast<size_t>(tree.down[i])]->end;
+      v.treeDownSend[i] = &send[static_cast<size_t>(tree.down[i])]->end;
+    }
+  }
   return v;
 }
 

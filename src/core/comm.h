@@ -47,6 +47,8 @@ struct Channel {
   int id = 0;
   std::vector<int32_t> ringOrder;  // ring position -> rank
   device::RingView ring{};
+  // depth 0: this channel has no tree (trees come with the graph search).
+  device::TreeView tree{-1, {-1, -1, -1}, 0, 0};
   // Per peer, created on first use (ring neighbours at init, others at the
   // first send/recv that needs them).
   std::vector<std::unique_ptr<transport::Connection>> send;

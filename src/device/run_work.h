@@ -9,6 +9,7 @@
 #include "device/primitives.h"
 #include "device/reduce_ops.h"
 #include "device/ring.h"
+#include "device/tree.h"
 #include "device/types.h"
 #include "device/work.h"
 
@@ -16,6 +17,21 @@ namespace weft::device {
 
 template <typename T, typename RedOp, typename Coop>
 using RingPrims = Primitives<T, RedOp, Fan<1, 1>, ProtoSimple, Coop>;
+
+// Tree AllReduce: up (children -> parent) and down (parent -> children).
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runTreeAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  const TreeView& tree = channel.tree;
+  const int parents = tree.up >= 0 ? 1 : 0;
+  FifoEnd* const* children = channel.treeUpRecv;
+  FifoEnd* upSend[1] = {channel.treeUpSend};
+  FifoEnd* downRecv[1] = {channel.treeDownRecv};
+  Primitives<T, RedOp, Fan<kMaxTreeChildren, 1>, ProtoSimple, Coop> up(coop, op, channel.id, children, tree.nDown,
+                                                                       upSend, parents);
+  Primitives<T, RedOp, Fan<1, kMaxTreeChildren>, ProtoSimple, Coop> down(coop, op, channel.id, downRecv, parents,
+                                                                         channel.treeDownSend, tree.nDown);
+  treeAllReduce<T>(up, down, tree, work);
+}
 
 // AllReduce, ReduceScatter and Reduce with functor RedOp.
 template <typename T, typename RedOp, typename Coop>
@@ -72,6 +88,12 @@ WEFT_HD auto makeOp(const CollWork& work) {
 
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
+  // Trees are instantiated only for teams that declare them (the host team
+  // now); the planner never gives a tree to a backend whose team lacks them.
+  if constexpr (Coop::kHasTree) {
+    if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
+      return runTreeAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
+  }
   runRingReducing<T>(coop, channel, work, makeOp<T, K>(work));
 }
 

@@ -40,12 +40,29 @@ struct RingView {
   const int32_t* userRanks;  // nranks entries
 };
 
+constexpr int kMaxTreeChildren = 3;
+
+// One channel's tree around this rank.
+struct TreeView {
+  int32_t up;                       // parent rank; -1 at the root
+  int32_t down[kMaxTreeChildren];   // children; -1 past nDown
+  int32_t nDown;
+  int32_t depth;                    // levels of the whole tree (for chunk sizing)
+};
+
 struct ChannelView {
   int32_t id;
   int32_t rank;
   RingView ring;
   FifoEnd* ringRecv;  // from ring.prev
   FifoEnd* ringSend;  // to ring.next
+  TreeView tree;
+  // Tree FIFOs (null where the tree has no such peer): data goes up from
+  // children to the parent and comes down from the parent to the children.
+  FifoEnd* treeUpRecv[kMaxTreeChildren];    // from each child
+  FifoEnd* treeUpSend;                      // to the parent
+  FifoEnd* treeDownRecv;                    // from the parent
+  FifoEnd* treeDownSend[kMaxTreeChildren];  // to each child
 };
 
 // One collective's share on one channel. For AllReduce, Broadcast and Reduce

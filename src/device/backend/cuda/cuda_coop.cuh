@@ -16,6 +16,9 @@ namespace weft::device {
 
 class CudaCoop {
  public:
+  // Tree kernels are not instantiated for CUDA yet (build time); the planner
+  // keeps cuda communicators on rings.
+  static constexpr bool kHasTree = false;
   // scratch: at least 2 ints of the block's shared memory.
   __device__ CudaCoop(const uint32_t* abortFlag, int* scratch) : abortFlag_(abortFlag), scratch_(scratch) {}
 

@@ -41,6 +41,7 @@ class HostCoop {
  public:
   explicit HostCoop(const HostWaitConfig& config) : config_(config) {}
 
+  static constexpr bool kHasTree = true;
   static constexpr int threadRank() { return 0; }
   static constexpr int size() { return 1; }
   static constexpr bool leader() { return true; }

@@ -1,0 +1,66 @@
+// Algorithm choice: NCCL_ALGO parsing and a first cost model. Pure
+// functions of narrow inputs (sizes, shape of the communicator), so the
+// choice can be tested and explained without a communicator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace weft::tuning {
+
+enum class Algorithm : int { kRing = 0, kTree = 1, kCount = 2 };
+enum class CollKind : int { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kCount };
+
+const char* algorithmName(Algorithm algo);
+const char* collKindName(CollKind coll);
+
+// Which algorithms each collective may use. NCCL_ALGO syntax: a comma list
+// of algorithm names applies to every collective ("Ring,Tree"); a leading ^
+// excludes the list instead ("^Tree"); "coll:list" entries separated by ';'
+// set one collective ("allreduce:tree;broadcast:ring"). Names are
+// case-insensitive. Unknown names are an error naming them.
+class AlgoFilter {
+ public:
+  static Result<AlgoFilter> parse(const std::string& text);
+  bool allows(CollKind coll, Algorithm algo) const {
+    return (mask_[static_cast<int>(coll)] >> static_cast<int>(algo)) & 1u;
+  }
+
+ private:
+  uint32_t mask_[static_cast<int>(CollKind::kCount)] = {~0u, ~0u, ~0u, ~0u, ~0u};
+};
+
+// What the cost model needs to know about the communicator.
+struct Shape {
+  int nranks;
+  int nnodes;        // hosts (or virtual nodes)
+  int ranksPerNode;  // the largest count on one node
+  int treeDepth;     // levels of the channel trees; 0: no trees built
+};
+
+// Link figures the model uses (microseconds, GB/s). Defaults are measured
+// orders of magnitude for the host backend: shared memory within a node,
+// sockets between nodes.
+struct LinkCosts {
+  double intraLatUs = 0.5;
+  double interLatUs = 20.0;
+  double intraGBs = 8.0;
+  double interGBs = 1.0;
+};
+
+struct Choice {
+  Algorithm algo;
+  double estimateUs[static_cast<int>(Algorithm::kCount)];  // <0: not possible
+  const char* reason;
+};
+
+// Picks the cheapest allowed algorithm for `bytes` of `coll`. Rings are
+// always possible; trees only for AllReduce, when trees exist and the
+// backend runs them. When the filter allows nothing possible, Ring is used
+// and the reason says so.
+Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
+                       const AlgoFilter& filter, bool treesAvailable);
+
+}  // namespace weft::tuning
