@@ -37,7 +37,9 @@ device::WaitFailureInfo ChannelWorker::wait() {
 
 void ChannelWorker::loop() {
   log::setCurrentRank(rank_);
-  uint32_t seen = work_.current();
+  // Not work_.current(): the first post() may already have happened when
+  // this thread starts, and reading it here would swallow that work.
+  uint32_t seen = 0;
   for (;;) {
     while (work_.current() == seen) work_.waitChange(seen, kWorkerSpin);
     seen = work_.current();
