@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# cmake --install gives the documented layout, and a program built against
+# the installed tree with -I/-L/-lnccl runs.
+# Usage: check_install.sh <build-dir> <source-dir>
+set -euo pipefail
+build=$1 src=$2
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+for f in include/nccl.h include/weft.h lib/libweft.so lib/libnccl.so lib/libnccl.so.2; do
+  [ -e "$prefix/$f" ] || { echo "missing $prefix/$f"; exit 1; }
+done
+cat >"$prefix/app.c" <<'C'
+#include <nccl.h>
+#include <weft.h>
+#include <stdio.h>
+int main(void) {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess || v != NCCL_VERSION_CODE) return 1;
+  printf("installed %s\n", weftGetVersionString());
+  return 0;
+}
+C
+cc "$prefix/app.c" -I"$prefix/include" -L"$prefix/lib" -lnccl -Wl,-rpath,"$prefix/lib" -o "$prefix/app"
+"$prefix/app"
+ldd "$prefix/app" | grep -q "$prefix/lib/" || { echo "app did not load the installed library"; exit 1; }
+echo "install OK"
