@@ -3,6 +3,7 @@
 # every function nccl.h declares exists both as ncclX and pncclX.
 # Usage: check_exports.sh <libweft.so> <include/nccl.h>
 set -euo pipefail
+trap 'echo "$0: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 lib=$1 header=$2
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TtWwDdBbVvi]$/ {print $3}' | sed 's/@.*//' | sort -u)
 stray=$(echo "$exported" | grep -vE '^(p?nccl|weft)[A-Z]' || true)

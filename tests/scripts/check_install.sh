@@ -3,6 +3,7 @@
 # the installed tree with -I/-L/-lnccl runs.
 # Usage: check_install.sh <build-dir> <source-dir>
 set -euo pipefail
+trap 'echo "$0: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 build=$1 src=$2
 prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
