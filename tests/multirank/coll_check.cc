@@ -234,7 +234,9 @@ bool runAndCheck(const RankContext& ctx, const CollCase& c) {
   unsigned char* recvArg = recv;
   if (c.inPlace && c.coll == CollOp::kReduceScatter) recvArg = recv + static_cast<size_t>(rank) * c.count * esz;
   const ncclResult_t rc = call(c, c.inPlace ? static_cast<const void*>(in) : send, recvArg, op, ctx.comm);
-  if (c.op == TestOp::kPreMulHost || c.op == TestOp::kPreMulPtr) EXPECT_EQ(ncclRedOpDestroy(op, ctx.comm), ncclSuccess);
+  if (c.op == TestOp::kPreMulHost || c.op == TestOp::kPreMulPtr) {
+    EXPECT_EQ(ncclRedOpDestroy(op, ctx.comm), ncclSuccess);
+  }
   EXPECT_EQ(rc, ncclSuccess) << "rank " << rank << ": " << describe(c) << ": " << ncclGetLastError(ctx.comm);
   if (rc != ncclSuccess) return false;
 

@@ -1,0 +1,112 @@
+/* Open MPI side of bench/compare. Times one collective per size exactly as
+ * weft-perf does: rank 0's time per call, no barrier between calls, median
+ * of the timed iterations, after warm-up and one checked call. Sizes follow
+ * nccl-tests: the buffer for allreduce and broadcast, the gathered total for
+ * allgather, the scattered total for reducescatter.
+ * Usage: mpirun -np N mpi_coll <allreduce|allgather|reducescatter|broadcast>
+ *        <size,size,...> <iters,iters,...> <warmup>
+ * Prints one CSV line per size: openmpi,coll,nranks,bytes,median_us,ok */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmpDouble(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static int parseList(const char* text, long* out, int max) {
+  int n = 0;
+  for (const char* p = text; *p && n < max; ++n) {
+    out[n] = strtol(p, (char**)&p, 10);
+    if (*p == ',') ++p;
+  }
+  return n;
+}
+
+static float input(int rank, size_t i) { return (float)(1 + (rank * 3 + (int)(i % 5))); }
+
+/* One call; returns the elapsed seconds. */
+static double run(const char* coll, float* send, float* recv, size_t count, MPI_Comm world, int nranks) {
+  const double t0 = MPI_Wtime();
+  if (!strcmp(coll, "allreduce")) {
+    MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, world);
+  } else if (!strcmp(coll, "allgather")) {
+    MPI_Allgather(send, (int)count, MPI_FLOAT, recv, (int)count, MPI_FLOAT, world);
+  } else if (!strcmp(coll, "reducescatter")) {
+    MPI_Reduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, world);
+  } else {
+    MPI_Bcast(send, (int)count, MPI_FLOAT, 0, world);
+  }
+  (void)nranks;
+  return MPI_Wtime() - t0;
+}
+
+/* Checks the result of one call against the reference; 1 if right. */
+static int check(const char* coll, const float* send, const float* recv, size_t count, int rank, int nranks) {
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    if (!strcmp(coll, "allreduce")) {
+      for (int r = 0; r < nranks; ++r) want += input(r, i);
+      if (recv[i] != want) return 0;
+    } else if (!strcmp(coll, "reducescatter")) {
+      for (int r = 0; r < nranks; ++r) want += input(r, (size_t)rank * count + i);
+      if (recv[i] != want) return 0;
+    } else if (!strcmp(coll, "allgather")) {
+      for (int r = 0; r < nranks; ++r)
+        if (recv[(size_t)r * count + i] != input(r, i)) return 0;
+    } else if (send[i] != input(0, i)) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, nranks;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (argc < 5) {
+    if (rank == 0) fprintf(stderr, "usage: mpi_coll <coll> <sizes> <iters> <warmup>\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const char* coll = argv[1];
+  long sizes[64], iters[64];
+  const int nsizes = parseList(argv[2], sizes, 64);
+  parseList(argv[3], iters, 64);
+  const int warmup = atoi(argv[4]);
+  int allOk = 1;
+  for (int s = 0; s < nsizes; ++s) {
+    const size_t elems = (size_t)sizes[s] / sizeof(float);
+    const int gathered = !strcmp(coll, "allgather"), scattered = !strcmp(coll, "reducescatter");
+    const size_t count = gathered || scattered ? elems / (size_t)nranks : elems;
+    const size_t sendElems = scattered ? count * (size_t)nranks : count;
+    const size_t recvElems = gathered ? count * (size_t)nranks : count;
+    float* send = malloc(sizeof(float) * (sendElems ? sendElems : 1));
+    float* recv = malloc(sizeof(float) * (recvElems ? recvElems : 1));
+    const int isBcast = !strcmp(coll, "broadcast");
+    for (size_t i = 0; i < sendElems; ++i) send[i] = isBcast && rank != 0 ? 0.0f : input(rank, i);
+    memset(recv, 0, sizeof(float) * recvElems); /* touched before timing */
+    run(coll, send, recv, count, MPI_COMM_WORLD, nranks);
+    int ok = check(coll, send, recv, count, rank, nranks), all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    allOk = allOk && all;
+    const int n = (int)iters[s];
+    double* samples = malloc(sizeof(double) * (size_t)n);
+    for (int it = 0; it < warmup + n; ++it) {
+      const double t = run(coll, send, recv, count, MPI_COMM_WORLD, nranks);
+      if (it >= warmup) samples[it - warmup] = t * 1e6;
+    }
+    qsort(samples, (size_t)n, sizeof(double), cmpDouble);
+    if (rank == 0) printf("openmpi,%s,%d,%zu,%.3f,%d\n", coll, nranks, count * (gathered || scattered ? (size_t)nranks : 1) * sizeof(float), samples[n / 2], all);
+    fflush(stdout);
+    free(samples);
+    free(send);
+    free(recv);
+  }
+  MPI_Finalize();
+  return allOk ? 0 : 1;
+}
