@@ -22,7 +22,11 @@ int main(void) {
   return 0;
 }
 C
-cc "$prefix/app.c" -I"$prefix/include" -L"$prefix/lib" -lnccl -Wl,-rpath,"$prefix/lib" -o "$prefix/app"
+# A sanitizer build's library needs its runtime in the program too.
+san=()
+ldd "$prefix/lib/libweft.so" | grep -q libasan && san=(-fsanitize=address,undefined)
+ldd "$prefix/lib/libweft.so" | grep -q libtsan && san=(-fsanitize=thread)
+cc "${san[@]}" "$prefix/app.c" -I"$prefix/include" -L"$prefix/lib" -lnccl -Wl,-rpath,"$prefix/lib" -o "$prefix/app"
 "$prefix/app"
 ldd "$prefix/app" | grep -q "$prefix/lib/" || { echo "app did not load the installed library"; exit 1; }
 echo "install OK"
