@@ -1,0 +1,187 @@
+#include "graph/topo.h"
+
+#include <algorithm>
+#include <cctype>
+#include <queue>
+
+namespace weft::graph {
+
+const char* nodeTypeName(NodeType t) {
+  static const char* kNames[] = {"GPU", "PCI", "NVS", "CPU", "NIC", "NET"};
+  return kNames[static_cast<int>(t)];
+}
+
+const char* pathTypeName(PathType t) {
+  static const char* kNames[] = {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS", "NET", "DIS"};
+  return kNames[static_cast<int>(t)];
+}
+
+bool parsePathType(const std::string& name, PathType* out) {
+  std::string upper = name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (int t = 0; t <= static_cast<int>(PathType::kDis); ++t)
+    if (upper == pathTypeName(static_cast<PathType>(t))) return (*out = static_cast<PathType>(t)), true;
+  return false;
+}
+
+int Topology::addNode(Node node) {
+  nodes_.push_back(std::move(node));
+  links_.emplace_back();
+  return static_cast<int>(nodes_.size()) - 1;
+}
+
+void Topology::connect(int a, int b, LinkType type, double bw) {
+  links_[static_cast<size_t>(a)].push_back({b, type, bw});
+  links_[static_cast<size_t>(b)].push_back({a, type, bw});
+}
+
+void Topology::addBandwidth(int a, int b, LinkType type, double bw) {
+  bool found = false;
+  for (int side = 0; side < 2; ++side) {
+    const int from = side ? b : a, to = side ? a : b;
+    for (Link& l : links_[static_cast<size_t>(from)])
+      if (l.to == to && l.type == type) l.bw += bw, found = true;
+  }
+  if (!found) connect(a, b, type, bw);
+}
+
+std::vector<int> Topology::nodesOf(NodeType type) const {
+  std::vector<int> out;
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].type == type) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+namespace {
+
+struct Label {
+  double bw = -1;
+  int hops = 0;
+  int parent = -1;
+  LinkType via = LinkType::kLoc;
+};
+
+// A path may pass through a GPU only from NVLink to NVLink (NVB). (A NIC
+// has one PCI side and its ports, so passing through it is always between
+// the two.)
+bool mayTraverse(const Node& n, LinkType in, LinkType out) {
+  if (n.type == NodeType::kGpu) return in == LinkType::kNvl && out == LinkType::kNvl;
+  return true;
+}
+
+}  // namespace
+
+void Topology::computePaths() {
+  const size_t n = nodes_.size();
+  paths_.assign(n, {});
+  for (size_t src = 0; src < n; ++src) {
+    if (nodes_[src].type != NodeType::kGpu && nodes_[src].type != NodeType::kNet) continue;
+    // Widest path first, then fewest hops (a Dijkstra on (bw desc, hops asc)).
+    std::vector<Label> best(n);
+    best[src] = {kLocalBandwidth * 1e3, 0, -1, LinkType::kLoc};
+    using Item = std::pair<std::pair<double, int>, size_t>;  // (-bw, hops), node
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
+    queue.push({{-best[src].bw, 0}, src});
+    std::vector<char> done(n, 0);
+    while (!queue.empty()) {
+      const size_t u = queue.top().second;
+      queue.pop();
+      if (done[u]) continue;
+      done[u] = 1;
+      for (const Link& l : links_[u]) {
+        if (u != src && !mayTraverse(nodes_[u], best[u].via, l.type)) continue;
+        const size_t v = static_cast<size_t>(l.to);
+        const double bw = std::min(best[u].bw, l.bw);
+        const int hops = best[u].hops + 1;
+        if (bw > best[v].bw || (bw == best[v].bw && hops < best[v].hops)) {
+          best[v] = {bw, hops, static_cast<int>(u), l.type};
+          queue.push({{-bw, hops}, v});
+        }
+      }
+    }
+    std::vector<Path>& row = paths_[src];
+    row.assign(n, Path{});
+    for (size_t dst = 0; dst < n; ++dst) {
+      if (best[dst].bw < 0) continue;
+      Path& p = row[dst];
+      p.bw = dst == src ? kLocalBandwidth : best[dst].bw;
+      p.hops = best[dst].hops;
+      if (dst == src) {
+        p.type = PathType::kLoc;
+        continue;
+      }
+      bool allNvl = true, net = false, sysLink = false, viaGpu = false;
+      int pciSwitches = 0, cpus = 0;
+      for (size_t x = dst; best[x].parent >= 0; x = static_cast<size_t>(best[x].parent)) {
+        allNvl = allNvl && best[x].via == LinkType::kNvl;
+        net = net || best[x].via == LinkType::kNet;
+        sysLink = sysLink || best[x].via == LinkType::kSys;
+        const size_t mid = static_cast<size_t>(best[x].parent);
+        if (mid == src) continue;
+        viaGpu = viaGpu || nodes_[mid].type == NodeType::kGpu;
+        pciSwitches += nodes_[mid].type == NodeType::kPci;
+        cpus += nodes_[mid].type == NodeType::kCpu;
+      }
+      p.type = net             ? PathType::kNet
+               : allNvl        ? (viaGpu ? PathType::kNvb : PathType::kNvl)
+               : sysLink || cpus > 1 ? PathType::kSys
+               : cpus == 1     ? PathType::kPhb
+               : pciSwitches > 1 ? PathType::kPxb
+                                 : PathType::kPix;
+    }
+  }
+}
+
+const Path& Topology::path(int from, int to) const {
+  static const Path kNone;
+  const auto& row = paths_[static_cast<size_t>(from)];
+  return row.empty() ? kNone : row[static_cast<size_t>(to)];
+}
+
+double nvlinkBandwidth(int sm) {
+  if (sm >= 100) return 40.1;
+  if (sm >= 90) return 20.6;
+  if (sm >= 70) return 20.0;
+  if (sm >= 60) return 18.0;
+  return 20.0;
+}
+
+double pciBandwidth(int widthLanes, double gtPerSec) {
+  // Gen3 x16 (8 GT/s) counts 12 GB/s of usable bandwidth; other widths and
+  // generations scale from it.
+  if (widthLanes <= 0 || gtPerSec <= 0) return 12.0;
+  return widthLanes * gtPerSec * 12.0 / 128.0;
+}
+
+double cpuInterconnectBandwidth(const Node& cpu) {
+  if (cpu.vendor == "AuthenticAMD") return 16.0;
+  if (cpu.vendor == "GenuineIntel") return cpu.model >= 0x55 ? 10.0 : 6.0;  // Skylake and later
+  return 6.0;
+}
+
+Topology syntheticTopology(int devices, double shmGbs, double nicGbs) {
+  Topology t;
+  Node cpu = makeNode(NodeType::kCpu, "0");
+  cpu.dev = 0;
+  const int c = t.addNode(cpu);
+  for (int d = 0; d < devices; ++d) {
+    Node dev = makeNode(NodeType::kGpu, "host-rank-" + std::to_string(d));
+    dev.dev = d;
+    dev.rank = d;
+    dev.parent = c;
+    t.connect(t.addNode(dev), c, LinkType::kPci, shmGbs);
+  }
+  Node nic = makeNode(NodeType::kNic, "nic0");
+  nic.parent = c;
+  const int n = t.addNode(nic);
+  t.connect(n, c, LinkType::kPci, nicGbs);
+  Node net = makeNode(NodeType::kNet, "net0");
+  net.dev = 0;
+  net.speedGbs = nicGbs;
+  net.parent = n;
+  t.connect(t.addNode(net), n, LinkType::kPci, nicGbs);
+  t.computePaths();
+  return t;
+}
+
+}  // namespace weft::graph

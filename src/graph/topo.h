@@ -1,0 +1,100 @@
+// The topology model: one host as nodes (CPUs, PCI switches, GPUs,
+// NVSwitches, NICs, networks) joined by typed links with bandwidths, and for
+// every GPU and NIC the best path to every other one. Detected machines,
+// NCCL topology files and the host backend's synthetic machines all become
+// this one model; everything downstream (search, trees, transports) reads it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace weft::graph {
+
+enum class NodeType : uint8_t { kGpu, kPci, kNvs, kCpu, kNic, kNet, kCount };
+// Physical links.
+enum class LinkType : uint8_t { kLoc, kNvl, kPci, kSys, kNet };
+// Path classes, best first, as NCCL defines them: same device, NVLink
+// direct or through NVSwitch, NVLink through an intermediate GPU, one PCI
+// switch, several PCI switches, through a CPU host bridge, across CPUs,
+// across the network, disconnected.
+enum class PathType : uint8_t { kLoc, kNvl, kNvb, kPix, kPxb, kPhb, kSys, kNet, kDis };
+
+const char* nodeTypeName(NodeType t);
+const char* pathTypeName(PathType t);
+// Parses LOC, NVL, NVB, PIX, PXB, PHB, SYS, NET (case-insensitive); false if unknown.
+bool parsePathType(const std::string& name, PathType* out);
+
+struct Link {
+  int to;
+  LinkType type;
+  double bw;  // GB/s
+};
+
+struct Node {
+  NodeType type = NodeType::kCpu;
+  std::string id;  // PCI bus id for devices, numa id for CPUs, name for NICs
+  int dev = -1;    // GPU or NIC device index, CPU numa id
+  int rank = -1;   // GPUs: the rank that drives it (-1: none)
+  int sm = 0;      // GPUs: compute capability x 10
+  std::string arch, vendor;  // CPUs
+  int model = 0;             // CPUs: model id (bandwidth of the inter-socket link)
+  double speedGbs = 0;       // NETs: port speed
+  int parent = -1;           // the enclosing element in the XML hierarchy (-1: a CPU)
+  // Attributes read from a file and not interpreted, written back verbatim.
+  std::vector<std::pair<std::string, std::string>> extra;
+  std::vector<std::pair<std::string, std::string>> gpuExtra;  // GPUs: of the <gpu> element itself
+};
+
+inline Node makeNode(NodeType type, std::string id) {
+  Node n;
+  n.type = type;
+  n.id = std::move(id);
+  return n;
+}
+
+struct Path {
+  PathType type = PathType::kDis;
+  double bw = 0;
+  int hops = 0;
+};
+
+class Topology {
+ public:
+  int addNode(Node node);
+  // Links both directions.
+  void connect(int a, int b, LinkType type, double bw);
+  // Adds bandwidth to an existing link of the same type, else connects.
+  void addBandwidth(int a, int b, LinkType type, double bw);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  Node& node(int i) { return nodes_[static_cast<size_t>(i)]; }
+  const Node& node(int i) const { return nodes_[static_cast<size_t>(i)]; }
+  const std::vector<Link>& links(int i) const { return links_[static_cast<size_t>(i)]; }
+  std::vector<int> nodesOf(NodeType type) const;  // in insertion order
+
+  // Best path (highest bottleneck bandwidth, then fewest hops) from every
+  // GPU and NET to every node; call after the last change.
+  void computePaths();
+  const Path& path(int from, int to) const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<std::vector<Link>> links_;
+  std::vector<std::vector<Path>> paths_;  // [node][node]; only GPU/NIC rows filled
+};
+
+// Bandwidth conventions (GB/s), from NCCL's published constants.
+double nvlinkBandwidth(int sm);                       // per link
+double pciBandwidth(int widthLanes, double gtPerSec);  // a PCI link
+double cpuInterconnectBandwidth(const Node& cpu);     // across sockets
+constexpr double kLocalBandwidth = 5000.0;
+
+// The host backend's machine, one host of it: one CPU, one NIC and
+// `devices` devices (one per local rank, typed as GPUs so the same search
+// runs) that reach each other through shared memory at `shmGbs`. Hosts are
+// identical; multi-host plans repeat one host's search (see search.h).
+Topology syntheticTopology(int devices, double shmGbs = 8.0, double nicGbs = 1.25);
+
+}  // namespace weft::graph

@@ -1,0 +1,26 @@
+#!/usr/bin/env python3
+"""weft-topo --json on every fixture and several node counts: the object has
+the documented fields, rings are permutations, trees span every rank with at
+most three children, one root, and the parent/child lists agree."""
+import glob, json, os, subprocess, sys
+
+tool, fixtures = sys.argv[1], sys.argv[2]
+failures = 0
+for f in sorted(glob.glob(os.path.join(fixtures, "*.xml"))):
+    for nodes in (1, 2, 5, 16):
+        out = subprocess.run([tool, "--topo-file", f, "--nodes", str(nodes), "--channels", "4", "--json"],
+                             capture_output=True, text=True, check=True).stdout
+        d = json.loads(out)
+        n = d["nranks"]
+        where = f"{os.path.basename(f)} x{nodes}"
+        ok = d["nnodes"] == nodes and n == nodes * d["ranksPerNode"] and len(d["rings"]) == 4
+        ok = ok and all(sorted(r) == list(range(n)) for r in d["rings"])
+        for t in d["trees"]:
+            ok = ok and len(t["up"]) == n and len(t["down"]) == n and t["up"].count(-1) == 1
+            ok = ok and all(len(c) <= 3 for c in t["down"])
+            ok = ok and all(t["up"][c] == r for r in range(n) for c in t["down"][r])
+        if not ok:
+            print(f"FAIL {where}: {out[:300]}")
+            failures += 1
+print("weft-topo json:", "FAIL" if failures else "OK")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,147 @@
+// weft-topo: the topology Weft sees and the rings and trees it builds.
+//   weft-topo [--topo-file F] [--nodes N] [--channels C] [--json | --dot | --dump-xml]
+// Without a file: the host backend's machine with one device per core
+// (GPU detection comes with the CUDA topology work). --nodes N treats the
+// topology as one host and builds N identical hosts joined through their
+// NICs; rank = node * GPUs-per-node + local GPU index.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "graph/search.h"
+#include "graph/topo_xml.h"
+
+using namespace weft::graph;
+
+namespace {
+
+void printJson(const Topology& t, const ChannelPlan& p) {
+  std::printf("{\"nranks\":%d,\"nnodes\":%d,\"ranksPerNode\":%d,\"nvlinkOnly\":%s,\"bwPerChannel\":%.2f,"
+              "\"worstPath\":\"%s\",\"socketCrossings\":%d,\"searchSteps\":%ld,\n\"rings\":[",
+              p.nranks, p.nnodes, p.ranksPerNode, p.intra.nvlinkOnly ? "true" : "false", p.intra.bwPerChannel,
+              pathTypeName(p.intra.worstType), p.intra.socketCrossings, p.intra.searchSteps);
+  for (size_t c = 0; c < p.rings.size(); ++c) {
+    std::printf("%s[", c ? "," : "");
+    for (size_t i = 0; i < p.rings[c].size(); ++i) std::printf("%s%d", i ? "," : "", p.rings[c][i]);
+    std::printf("]");
+  }
+  std::printf("],\n\"trees\":[");
+  for (size_t c = 0; c < p.trees.size(); ++c) {
+    const RankTree& tr = p.trees[c];
+    std::printf("%s{\"depth\":%d,\"up\":[", c ? ",\n" : "", tr.depth);
+    for (size_t r = 0; r < tr.up.size(); ++r) std::printf("%s%d", r ? "," : "", tr.up[r]);
+    std::printf("],\"down\":[");
+    for (size_t r = 0; r < tr.down.size(); ++r) {
+      std::printf("%s[", r ? "," : "");
+      for (size_t k = 0; k < tr.down[r].size(); ++k) std::printf("%s%d", k ? "," : "", tr.down[r][k]);
+      std::printf("]");
+    }
+    std::printf("]}");
+  }
+  std::printf("],\n\"paths\":[");
+  const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    std::printf("%s[", i ? "," : "");
+    for (size_t j = 0; j < gpus.size(); ++j) {
+      const Path& path = t.path(gpus[i], gpus[j]);
+      std::printf("%s{\"type\":\"%s\",\"bw\":%.1f}", j ? "," : "", pathTypeName(path.type), path.bw);
+    }
+    std::printf("]");
+  }
+  std::printf("]}\n");
+}
+
+void printDot(const Topology& t, const ChannelPlan& p) {
+  std::printf("graph weft {\n  node [shape=box];\n");
+  for (size_t i = 0; i < t.nodes().size(); ++i) {
+    const Node& n = t.nodes()[i];
+    std::printf("  n%zu [label=\"%s %s\"%s];\n", i, nodeTypeName(n.type), n.id.c_str(),
+                n.type == NodeType::kGpu ? " style=filled fillcolor=palegreen" : "");
+    for (const Link& l : t.links(static_cast<int>(i)))
+      if (static_cast<size_t>(l.to) > i)
+        std::printf("  n%zu -- n%d [label=\"%.0f GB/s\"%s];\n", i, l.to, l.bw,
+                    l.type == LinkType::kNvl ? " color=green penwidth=2" : "");
+  }
+  // Ranks, with channel 0's ring and tree when there are several nodes.
+  std::printf("  subgraph cluster_ranks {\n    label=\"channel 0: ring (blue), tree (red)\";\n");
+  if (!p.rings.empty()) {
+    const auto& ring = p.rings[0];
+    for (size_t i = 0; i < ring.size(); ++i)
+      std::printf("    r%d -- r%d [color=blue dir=forward];\n", ring[i], ring[(i + 1) % ring.size()]);
+    for (size_t r = 0; r < p.trees[0].down.size(); ++r)
+      for (int c : p.trees[0].down[r]) std::printf("    r%zu -- r%d [color=red];\n", r, c);
+  }
+  std::printf("  }\n}\n");
+}
+
+void printSummary(const Topology& t, const ChannelPlan& p) {
+  std::printf("Topology: %zu GPUs, %zu CPUs, %zu PCI switches, %zu NICs, %zu NETs, %zu NVSwitches\n",
+              t.nodesOf(NodeType::kGpu).size(), t.nodesOf(NodeType::kCpu).size(), t.nodesOf(NodeType::kPci).size(),
+              t.nodesOf(NodeType::kNic).size(), t.nodesOf(NodeType::kNet).size(), t.nodesOf(NodeType::kNvs).size());
+  const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
+  std::printf("GPU paths (type/GB/s):\n     ");
+  for (size_t j = 0; j < gpus.size(); ++j) std::printf(" %9zu", j);
+  std::printf("\n");
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    std::printf("  %2zu ", i);
+    for (size_t j = 0; j < gpus.size(); ++j) {
+      const Path& path = t.path(gpus[i], gpus[j]);
+      std::printf(" %s/%-5.0f", pathTypeName(path.type), path.bw);
+    }
+    std::printf("\n");
+  }
+  std::printf("Search: %s rings, %.1f GB/s per channel, worst link %s, %d socket crossings, %ld steps\n",
+              p.intra.nvlinkOnly ? "NVLink-only" : "PCIe", p.intra.bwPerChannel, pathTypeName(p.intra.worstType),
+              p.intra.socketCrossings, p.intra.searchSteps);
+  std::printf("%d ranks on %d nodes\n", p.nranks, p.nnodes);
+  for (size_t c = 0; c < p.rings.size(); ++c) {
+    std::printf("Channel %02zu ring:", c);
+    for (int r : p.rings[c]) std::printf(" %d", r);
+    std::printf("\nChannel %02zu tree %zu (depth %d):", c, c % 2, p.trees[c].depth);
+    for (size_t r = 0; r < p.trees[c].up.size(); ++r) std::printf(" %zu->%d", r, p.trees[c].up[r]);
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string file, mode = "summary";
+  int nodes = 1, channels = 2;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--topo-file" && i + 1 < argc) file = argv[++i];
+    else if (a == "--nodes" && i + 1 < argc) nodes = std::atoi(argv[++i]);
+    else if (a == "--channels" && i + 1 < argc) channels = std::atoi(argv[++i]);
+    else if (a == "--json" || a == "--dot" || a == "--dump-xml") mode = a.substr(2);
+    else {
+      std::fprintf(stderr, "usage: %s [--topo-file F] [--nodes N] [--channels C] [--json | --dot | --dump-xml]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (nodes < 1 || channels < 1) {
+    std::fprintf(stderr, "weft-topo: --nodes and --channels must be at least 1\n");
+    return 2;
+  }
+  Topology topo;
+  if (!file.empty()) {
+    auto loaded = loadTopologyFile(file);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "weft-topo: %s\n", loaded.status().message().c_str());
+      return 1;
+    }
+    topo = std::move(loaded).value();
+  } else {
+    topo = syntheticTopology(static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))));
+  }
+  const ChannelPlan plan = buildChannelPlan(topo, nodes, channels);
+  if (mode == "json") printJson(topo, plan);
+  else if (mode == "dot") printDot(topo, plan);
+  else if (mode == "dump-xml") std::fputs(writeXml(*topologyToXml(topo)).c_str(), stdout);
+  else printSummary(topo, plan);
+  return 0;
+}
