@@ -21,6 +21,7 @@
 #include "device/work.h"
 #include "nccl.h"
 #include "transport/connection.h"
+#include "tuning/algo.h"
 #include "weft.h"
 
 namespace weft::core {
@@ -87,6 +88,12 @@ struct Comm {
   int localRanks = 1;  // ranks of this communicator on this host
   int64_t stepBytes = 0;
   int chunkSteps = 4;
+  // Shape from the channel plan (core/channels.cc): nodes are hosts, or
+  // groups of WEFT_RANKS_PER_NODE ranks; treeDepth 0 when no trees exist.
+  int nnodes = 1;
+  int ranksPerNode = 1;
+  int treeDepth = 0;
+  tuning::AlgoFilter algoFilter;
 
   std::atomic<uint32_t> abortFlag{0};
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};

@@ -131,14 +131,4 @@ Status connectPeers(const std::vector<ConnectNeed>& needs) {
   return okStatus();
 }
 
-Status connectRings(Comm* comm) {
-  if (comm->nranks == 1) return okStatus();
-  std::vector<ConnectNeed> needs;
-  for (Channel& channel : comm->channels) {
-    needs.push_back({comm, channel.id, channel.ring.prev, false});
-    needs.push_back({comm, channel.id, channel.ring.next, true});
-  }
-  return connectPeers(needs);
-}
-
 }  // namespace weft::core

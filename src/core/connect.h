@@ -28,7 +28,5 @@ Result<const transport::Transport*> selectTransport(const Comm& comm, int peer);
 // by the same thread (a group), which is why both phases loop over all.
 Status connectPeers(const std::vector<ConnectNeed>& needs);
 
-// Ring neighbours of every channel.
-Status connectRings(Comm* comm);
 
 }  // namespace weft::core

@@ -11,10 +11,10 @@
 #include "common/params.h"
 #include "common/process.h"
 #include "core/comm.h"
+#include "core/channels.h"
 #include "core/connect.h"
 #include "core/cuda_backend.h"
 #include "core/host_executor.h"
-#include "graph/rings.h"
 #include "tuning/tuning.h"
 
 namespace weft::core {
@@ -104,24 +104,6 @@ Status exchangePeers(Comm* comm) {
   return okStatus();
 }
 
-void buildChannels(Comm* comm) {
-  std::vector<std::vector<int>> rings = graph::flatRings(comm->nranks, static_cast<int>(comm->channels.size()));
-  for (size_t c = 0; c < comm->channels.size(); ++c) {
-    Channel& channel = comm->channels[c];
-    channel.id = static_cast<int>(c);
-    channel.ringOrder.assign(rings[c].begin(), rings[c].end());
-    const int n = comm->nranks;
-    const int index = static_cast<int>(std::find(rings[c].begin(), rings[c].end(), comm->rank) - rings[c].begin());
-    channel.ring = device::RingView{n, index, rings[c][static_cast<size_t>((index + n - 1) % n)],
-                                    rings[c][static_cast<size_t>((index + 1) % n)], channel.ringOrder.data()};
-    channel.send.resize(static_cast<size_t>(n));
-    channel.recv.resize(static_cast<size_t>(n));
-    std::string order;
-    for (int r : rings[c]) order += " " + std::to_string(r);
-    WEFT_INFO(log::kInit, "Channel %02zu/%02zu :%s", c, comm->channels.size(), order.c_str());
-  }
-}
-
 // Every rank must run the same backend, and GPUs shared by several
 // processes need MPS for their kernels to run at the same time.
 Status checkBackends(const Comm& comm) {
@@ -169,12 +151,12 @@ Status setupComm(Comm* comm) {
   cuda::DeviceGuard device(comm->cudaDev);
   WEFT_RETURN_IF_ERROR(exchangePeers(comm));
   WEFT_RETURN_IF_ERROR(checkBackends(*comm));
-  buildChannels(comm);
+  WEFT_RETURN_IF_ERROR(buildChannels(comm));
   if (comm->backend == weftBackendCuda) {
     WEFT_RETURN_IF_ERROR(cudaSetup(comm));
     WEFT_RETURN_IF_ERROR(cudaMirrorChannels(comm));
   }
-  WEFT_RETURN_IF_ERROR(connectRings(comm));
+  WEFT_RETURN_IF_ERROR(connectChannels(comm));
   setupWaiting(comm);
   comm->executor = std::make_unique<HostExecutor>(comm->rank);
   comm->state.store(static_cast<int>(CommState::kReady));

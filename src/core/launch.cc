@@ -16,8 +16,13 @@ namespace weft::core {
 namespace {
 
 PlanInputs planInputs(const Comm& comm) {
-  return PlanInputs{comm.rank,        comm.nranks,    static_cast<int>(comm.channels.size()),
-                    comm.minChannels, comm.stepBytes, comm.chunkSteps};
+  PlanInputs in{comm.rank,        comm.nranks,    static_cast<int>(comm.channels.size()),
+                comm.minChannels, comm.stepBytes, comm.chunkSteps};
+  in.shape = tuning::Shape{comm.nranks, comm.nnodes, comm.ranksPerNode, comm.treeDepth};
+  in.algoFilter = &comm.algoFilter;
+  // Trees run on the host backend only for now (core/channels.cc, cuda_coop.cuh).
+  in.treesAvailable = comm.treeDepth > 0 && comm.backend == weftBackendHost;
+  return in;
 }
 
 void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs) {

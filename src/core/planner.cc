@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/log.h"
 #include "core/datatypes.h"
 #include "tuning/tuning.h"
 
@@ -55,12 +56,44 @@ void endBatch(Plan* plan) {
   for (size_t c = 0; c < plan->channels.size(); ++c) batch.end[c] = static_cast<uint32_t>(plan->channels[c].size());
 }
 
+tuning::CollKind collKind(Func func) {
+  switch (func) {
+    case Func::kAllGather: return tuning::CollKind::kAllGather;
+    case Func::kReduceScatter: return tuning::CollKind::kReduceScatter;
+    case Func::kBroadcast: return tuning::CollKind::kBroadcast;
+    case Func::kReduce: return tuning::CollKind::kReduce;
+    default: return tuning::CollKind::kAllReduce;
+  }
+}
+
+// Ring or tree (the same choice on every rank: its inputs are agreed).
+void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
+  static const tuning::AlgoFilter kAll;
+  const tuning::Choice choice =
+      tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, tuning::LinkCosts{},
+                              in.algoFilter ? *in.algoFilter : kAll, in.treesAvailable);
+  WEFT_INFO(log::kTuning, "%s %lld bytes: %s (ring %.1f us, tree %.1f us; %s)",
+            tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
+            tuning::algorithmName(choice.algo), choice.estimateUs[0], choice.estimateUs[1], choice.reason);
+  if (choice.algo != tuning::Algorithm::kTree) return;
+  work->algo = device::Algo::kTree;
+}
+
+// Tree chunks: small enough that the pipeline fills the tree's 2 x depth
+// hops, never above the ring chunk, always a multiple of the alignment.
+uint64_t treeChunk(const PlanInputs& in, const device::CollWork& work) {
+  const uint64_t hops = 2 * static_cast<uint64_t>(std::max(1, in.shape.treeDepth));
+  const uint64_t wanted = device::roundUp(device::divUp<uint64_t>(work.channelCount, hops), work.alignElems);
+  return std::max<uint64_t>(work.alignElems, std::min<uint64_t>(work.chunkElems, wanted));
+}
+
 void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
   const uint64_t elemSize = isDataOnly(task.func) ? 1 : typeSize(task.dtype);
   device::CollWork work = baseWork(in, task, elemSize);
   if (work.count == 0) return;
   int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
+  if (task.func == Func::kAllReduce) chooseAlgo(in, totalBytes, &work);
   const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {
@@ -68,6 +101,7 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
     if (start >= work.count) break;
     work.channelStart = start;
     work.channelCount = std::min(perChannel, work.count - start);
+    if (work.algo == device::Algo::kTree) work.chunkElems = treeChunk(in, work);
     device::WorkItem item{};
     item.kind = device::WorkItem::Kind::kColl;
     item.coll = work;

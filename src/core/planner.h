@@ -9,6 +9,7 @@
 #include "core/task.h"
 #include "device/backend/cuda/kernel_args.h"
 #include "device/work.h"
+#include "tuning/algo.h"
 
 namespace weft::core {
 
@@ -19,6 +20,9 @@ struct PlanInputs {
   int minChannels;  // lowest count a collective may use
   int64_t stepBytes;
   int chunkSteps;
+  tuning::Shape shape{1, 1, 1, 0};  // nodes, ranks per node, tree depth
+  const tuning::AlgoFilter* algoFilter = nullptr;
+  bool treesAvailable = false;  // the backend runs trees and the channels have them
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.

@@ -14,6 +14,7 @@
 //   directSend / directRecv / directRecvCopySend: the same data movement
 //     written for peers whose user buffer is mapped; until a transport
 //     provides such mappings they go through the FIFO like their plain forms.
+//     directSend sends a result (no pre-op), send an input (pre-op applied).
 // `post` marks the verb that produces a final result (SumPostDiv divides there).
 #pragma once
 

@@ -45,18 +45,27 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   Primitives(const Primitives&) = delete;
   Primitives& operator=(const Primitives&) = delete;
 
-  WEFT_HD void send(const T* src, int64_t n) { genericOp<false, true, true, false>(src, nullptr, n, false); }
-  WEFT_HD void recv(T* dst, int64_t n) { genericOp<true, false, false, true>(nullptr, dst, n, false); }
-  WEFT_HD void recvReduceSend(const T* src, int64_t n) { genericOp<true, true, true, false>(src, nullptr, n, false); }
+  WEFT_HD void send(const T* src, int64_t n) { genericOp<false, true, true, false>(src, nullptr, n, true, false); }
+  WEFT_HD void recv(T* dst, int64_t n) { genericOp<true, false, false, true>(nullptr, dst, n, false, false); }
+  WEFT_HD void recvReduceSend(const T* src, int64_t n) {
+    genericOp<true, true, true, false>(src, nullptr, n, true, false);
+  }
   WEFT_HD void recvReduceCopy(const T* src, T* dst, int64_t n, bool post) {
-    genericOp<true, false, true, true>(src, dst, n, post);
+    genericOp<true, false, true, true>(src, dst, n, true, post);
   }
   WEFT_HD void recvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
-    genericOp<true, true, true, true>(src, dst, n, post);
+    genericOp<true, true, true, true>(src, dst, n, true, post);
   }
-  WEFT_HD void recvCopySend(T* dst, int64_t n) { genericOp<true, true, false, true>(nullptr, dst, n, false); }
-  WEFT_HD void copySend(const T* src, T* dst, int64_t n) { genericOp<false, true, true, true>(src, dst, n, false); }
-  WEFT_HD void directSend(const T* src, int64_t n) { send(src, n); }
+  WEFT_HD void recvCopySend(T* dst, int64_t n) { genericOp<true, true, false, true>(nullptr, dst, n, false, false); }
+  WEFT_HD void copySend(const T* src, T* dst, int64_t n) {
+    genericOp<false, true, true, true>(src, dst, n, true, false);
+  }
+  // directSend sends a finished result (the tree root's output on the way
+  // down), so unlike send it never applies the pre-op (PreMulSum's scalar
+  // was applied when the inputs were first read).
+  WEFT_HD void directSend(const T* result, int64_t n) {
+    genericOp<false, true, true, false>(result, nullptr, n, false, false);
+  }
   WEFT_HD void directRecv(T* dst, int64_t n) { recv(dst, n); }
   WEFT_HD void directRecvCopySend(T* dst, int64_t n) { recvCopySend(dst, n); }
 
@@ -98,7 +107,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   }
 
   template <bool Recv, bool Send, bool Src, bool Dst>
-  WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool post) {
+  WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool pre, bool post) {
     const int nr = Recv ? nRecv_ : 0;
     const int ns = Send ? nSend_ : 0;
     for (int64_t offset = 0; offset < nelem; offset += stepElems_) {
@@ -114,7 +123,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         if (Dst) dsts[nDsts++] = dst + offset;
         for (int i = 0; i < ns; ++i) dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
         reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>, kVerbMaxDsts<Send, Dst>>(
-            coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src, post);
+            coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src && pre, post);
         coop_.sync();
       }
       advance(nr, ns, n * static_cast<int64_t>(sizeof(T)), ok);

@@ -6,7 +6,7 @@ set -euo pipefail
 trap 'echo "$0: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 lib=$1 header=$2
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TtWwDdBbVvi]$/ {print $3}' | sed 's/@.*//' | sort -u)
-stray=$(echo "$exported" | grep -vE '^(p?nccl|weft)[A-Z]' || true)
+stray=$(grep -vE '^(p?nccl|weft)[A-Z]' <<<"$exported" || true)
 if [ -n "$stray" ]; then
   echo "exports outside the API:"; echo "$stray"; exit 1
 fi
@@ -14,7 +14,7 @@ declared=$(grep -oE '\bnccl[A-Z][A-Za-z0-9]*\s*\(' "$header" | tr -d ' (' | sort
 missing=0
 for f in $declared; do
   for name in "$f" "p$f"; do
-    echo "$exported" | grep -qx "$name" || { echo "missing export: $name"; missing=1; }
+    grep -qx "$name" <<<"$exported" || { echo "missing export: $name"; missing=1; }
   done
 done
 [ $missing = 0 ] || exit 1

@@ -28,5 +28,7 @@ ldd "$prefix/lib/libweft.so" | grep -q libasan && san=(-fsanitize=address,undefi
 ldd "$prefix/lib/libweft.so" | grep -q libtsan && san=(-fsanitize=thread)
 cc "${san[@]}" "$prefix/app.c" -I"$prefix/include" -L"$prefix/lib" -lnccl -Wl,-rpath,"$prefix/lib" -o "$prefix/app"
 "$prefix/app"
-ldd "$prefix/app" | grep -q "$prefix/lib/" || { echo "app did not load the installed library"; exit 1; }
+# Not `ldd | grep -q`: grep quitting early would break ldd's pipe (pipefail).
+libs=$(ldd "$prefix/app")
+grep -q "$prefix/lib/" <<<"$libs" || { echo "app did not load the installed library:"; echo "$libs"; exit 1; }
 echo "install OK"

@@ -1,0 +1,19 @@
+// A communicator's channels from the graph layer's plan: per channel a ring
+// over all ranks and a tree, built on the shape of the communicator (nodes
+// are hosts, or WEFT_RANKS_PER_NODE groups), and the connections they need.
+#pragma once
+
+#include "common/status.h"
+
+namespace weft::core {
+
+struct Comm;
+
+// Fills comm->channels' rings and trees, nnodes, ranksPerNode, treeDepth,
+// and parses NCCL_ALGO; logs the result under NCCL_DEBUG=INFO.
+Status buildChannels(Comm* comm);
+
+// Connects every ring and tree neighbour of every channel.
+Status connectChannels(Comm* comm);
+
+}  // namespace weft::core
