@@ -247,10 +247,43 @@ Status Socket::recvAll(void* data, size_t len, Deadline deadline) const {
   return okStatus();
 }
 
+Result<size_t> Socket::sendSome(const void* data, size_t len) const {
+  for (;;) {
+    ssize_t n = ::send(fd_, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return errorStatus(ncclRemoteError, "send: %s", strerror(errno));
+  }
+}
+
+Result<size_t> Socket::recvSome(void* data, size_t len) const {
+  if (len == 0) return size_t{0};  // recv would return 0, which means "closed"
+  for (;;) {
+    ssize_t n = ::recv(fd_, data, len, MSG_DONTWAIT);
+    if (n > 0) return static_cast<size_t>(n);
+    if (n == 0) return errorStatus(ncclRemoteError, "connection closed by peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return errorStatus(ncclRemoteError, "recv: %s", strerror(errno));
+  }
+}
+
+void Socket::shutdown() const {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
 SocketAddress Socket::localAddress() const {
   SocketAddress out;
   socklen_t len = sizeof(out.u);
   getsockname(fd_, &out.u.sa, &len);
+  return out;
+}
+
+SocketAddress Socket::peerAddress() const {
+  SocketAddress out;
+  socklen_t len = sizeof(out.u);
+  getpeername(fd_, &out.u.sa, &len);
   return out;
 }
 

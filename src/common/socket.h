@@ -68,10 +68,17 @@ class Socket {
   Result<Socket> accept(Deadline deadline) const;
   Status sendAll(const void* data, size_t len, Deadline deadline) const;
   Status recvAll(void* data, size_t len, Deadline deadline) const;
+  // Non-blocking: the bytes moved now (0 when the call would block). The
+  // peer closing the connection is an error (ncclRemoteError).
+  Result<size_t> sendSome(const void* data, size_t len) const;
+  Result<size_t> recvSome(void* data, size_t len) const;
+  // Ends both directions: wakes any thread blocked on this socket.
+  void shutdown() const;
   // Waits until readable; false on timeout.
   Result<bool> waitReadable(int timeoutMs) const;
 
   SocketAddress localAddress() const;
+  SocketAddress peerAddress() const;
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void close();

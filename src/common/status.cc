@@ -48,4 +48,18 @@ Status errorStatus(ncclResult_t code, const char* fmt, ...) {
   return Status(code, std::move(message));
 }
 
+const char* resultName(ncclResult_t code) {
+  switch (code) {
+    case ncclSuccess: return "ncclSuccess";
+    case ncclUnhandledCudaError: return "ncclUnhandledCudaError";
+    case ncclSystemError: return "ncclSystemError";
+    case ncclInternalError: return "ncclInternalError";
+    case ncclInvalidArgument: return "ncclInvalidArgument";
+    case ncclInvalidUsage: return "ncclInvalidUsage";
+    case ncclRemoteError: return "ncclRemoteError";
+    case ncclInProgress: return "ncclInProgress";
+    default: return "an unknown result code";
+  }
+}
+
 }  // namespace weft

@@ -46,6 +46,10 @@ Status errorStatus(ncclResult_t code, const char* fmt, ...) __attribute__((forma
 
 inline Status okStatus() { return Status(); }
 
+// The enumerator's name ("ncclRemoteError"), for messages about codes that
+// came from elsewhere (a network plugin).
+const char* resultName(ncclResult_t code);
+
 // A value or a failed Status.
 template <typename T>
 class [[nodiscard]] Result {

@@ -86,6 +86,10 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   if (abort) comm->abortFlag.store(1);
   if (comm->initThread.joinable()) comm->initThread.join();
   { std::lock_guard<std::mutex> lock(comm->execMutex); }  // in-flight operations have returned
+  if (!abort) {
+    Status drained = drainProxy(comm);
+    if (!drained.ok()) WEFT_WARN("%s", drained.message().c_str());
+  }
   Status idle = cudaWaitIdle(comm, abort);
   if (!idle.ok()) {
     // Kernels still hold the FIFOs: leak them rather than free memory in use.
@@ -194,6 +198,7 @@ WEFT_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     // waited for here. Our FIFO memory outlives any peer still using it.
     WEFT_RETURN_IF_ERROR(cudaWaitIdle(c, false));
     std::lock_guard<std::mutex> lock(c->execMutex);
+    WEFT_RETURN_IF_ERROR(drainProxy(c));
     if (c->state.load() == static_cast<int>(CommState::kReady)) c->state.store(static_cast<int>(CommState::kFinalized));
     return weft::okStatus();
   });

@@ -14,8 +14,8 @@
 namespace weft::core {
 namespace {
 
-// Ranks grouped into nodes in order of their lowest rank; ranks within a node
-// in rank order. Empty when the nodes differ in size (no plan applies).
+// Ranks grouped into nodes in order of their lowest rank (ranks within a
+// node in rank order): consecutive groups of WEFT_RANKS_PER_NODE, else hosts.
 std::vector<std::vector<int>> groupNodes(const Comm& comm) {
   const int64_t perNode = param::ranksPerNode();
   std::vector<std::vector<int>> nodes;
@@ -24,17 +24,21 @@ std::vector<std::vector<int>> groupNodes(const Comm& comm) {
       if (r % perNode == 0) nodes.emplace_back();
       nodes.back().push_back(r);
     }
-  } else {
-    std::map<uint64_t, size_t> index;
-    for (const PeerInfo& p : comm.peers) {
-      auto [it, added] = index.emplace(p.hostHash, nodes.size());
-      if (added) nodes.emplace_back();
-      nodes[it->second].push_back(p.rank);
-    }
+    return nodes;
   }
-  for (const auto& n : nodes)
-    if (n.size() != nodes[0].size()) return {};
+  std::map<uint64_t, size_t> index;
+  for (const PeerInfo& p : comm.peers) {
+    auto [it, added] = index.emplace(p.hostHash, nodes.size());
+    if (added) nodes.emplace_back();
+    nodes[it->second].push_back(p.rank);
+  }
   return nodes;
+}
+
+bool equalSizes(const std::vector<std::vector<int>>& nodes) {
+  for (const auto& n : nodes)
+    if (n.size() != nodes[0].size()) return false;
+  return true;
 }
 
 std::string listOf(const std::vector<int>& v) {
@@ -65,11 +69,16 @@ Status buildChannels(Comm* comm) {
     channel.recv.resize(static_cast<size_t>(comm->nranks));
   }
   const std::vector<std::vector<int>> nodes = groupNodes(*comm);
+  comm->nodeOf.assign(static_cast<size_t>(comm->nranks), 0);
+  for (size_t n = 0; n < nodes.size(); ++n)
+    for (int r : nodes[n]) comm->nodeOf[static_cast<size_t>(r)] = static_cast<int>(n);
   // The cuda backend keeps flat rings until GPU topology detection exists.
-  if (nodes.empty() || comm->backend == weftBackendCuda) {
+  if (!equalSizes(nodes) || comm->backend == weftBackendCuda) {
     const auto rings = graph::flatRings(comm->nranks, static_cast<int>(nch));
     for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
-    WEFT_INFO(log::kGraph, "flat rings (%s)", nodes.empty() ? "nodes of unequal size" : "cuda backend");
+    comm->nnodes = static_cast<int>(nodes.size());
+    for (const auto& n : nodes) comm->ranksPerNode = std::max(comm->ranksPerNode, static_cast<int>(n.size()));
+    WEFT_INFO(log::kGraph, "flat rings (%s)", comm->backend == weftBackendCuda ? "cuda backend" : "nodes of unequal size");
   } else {
     comm->nnodes = static_cast<int>(nodes.size());
     comm->ranksPerNode = static_cast<int>(nodes[0].size());

@@ -1,5 +1,6 @@
 #include "core/comm.h"
 
+#include "common/params.h"
 #include "core/cuda_backend.h"
 #include "core/host_executor.h"
 
@@ -10,6 +11,7 @@ Comm::Comm() = default;
 Comm::~Comm() {
   if (initThread.joinable()) initThread.join();
   executor.reset();  // joins workers before connections go away
+  proxy.reset();     // and the proxy, which drives the net connections
   magic = kCommDeadMagic;
 }
 
@@ -44,6 +46,17 @@ device::ChannelView Channel::deviceView(int rank) const {
     v.ringSend = send[static_cast<size_t>(ring.next)]->deviceEnd;
   }
   return v;
+}
+
+Status drainProxy(Comm* comm) {
+  if (!comm->proxy) return okStatus();
+  if (comm->proxy->waitIdle(param::waitTimeoutSec() * 1000000000ll)) return okStatus();
+  Status failed = comm->proxy->failure();
+  if (!failed.ok()) return failed.withContext(strFormat("rank %d: finishing network transfers", comm->rank));
+  return errorStatus(ncclRemoteError,
+                     "rank %d: network transfers still unfinished after %lld s (WEFT_TIMEOUT): a peer on another node "
+                     "stopped receiving",
+                     comm->rank, static_cast<long long>(param::waitTimeoutSec()));
 }
 
 Status checkComm(const ncclComm_t comm, const char* argName) {

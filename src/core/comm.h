@@ -20,6 +20,7 @@
 #include "device/backend/host/host_coop.h"
 #include "device/work.h"
 #include "nccl.h"
+#include "proxy/proxy.h"
 #include "transport/connection.h"
 #include "tuning/algo.h"
 #include "weft.h"
@@ -94,6 +95,9 @@ struct Comm {
   int ranksPerNode = 1;
   int treeDepth = 0;
   tuning::AlgoFilter algoFilter;
+  // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
+  // nodes connect only through the network (net transport and proxy).
+  std::vector<int> nodeOf;
 
   std::atomic<uint32_t> abortFlag{0};
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};
@@ -108,12 +112,21 @@ struct Comm {
   std::vector<pid_t> peerPids;  // local peer processes to watch while waiting, else 0
   device::HostWaitConfig waitConfig;
   std::unique_ptr<HostExecutor> executor;
+  // Created with the first network connection; drives every net link.
+  std::unique_ptr<proxy::ProgressEngine> proxy;
+  std::atomic<uint32_t> netFailed{0};  // set by the proxy when the network fails
+  uint64_t launchCount = 0;            // launches so far (proxy operation ids)
   std::unique_ptr<CudaState> cuda;
   std::mutex execMutex;  // held while operations run; abort takes it to wait them out
 
   std::mutex errorMutex;
   std::string lastError;
 };
+
+// Waits until the proxy has moved every step already handed to it (the last
+// sends of a collective may still be in flight when the call returns);
+// bounded by WEFT_TIMEOUT, an error names what is left.
+Status drainProxy(Comm* comm);
 
 // Validates a handle from the API (null, destroyed, or not a communicator).
 Status checkComm(const ncclComm_t comm, const char* argName = "comm");

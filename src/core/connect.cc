@@ -20,11 +20,26 @@ std::unique_ptr<transport::Connection>& slot(const ConnectNeed& need) {
 
 transport::LinkSpec linkOf(const ConnectNeed& need) {
   const Comm& comm = *need.comm;
-  transport::LinkSpec link{need.channel, comm.rank, need.peer, comm.stepBytes};
+  transport::LinkSpec link;
+  link.channel = need.channel;
+  link.rank = comm.rank;
+  link.peer = need.peer;
+  link.stepBytes = comm.stepBytes;
   link.cudaDev = comm.cudaDev;
-  link.peerInProcess =
-      comm.peers[static_cast<size_t>(need.peer)].processHash == comm.peers[static_cast<size_t>(comm.rank)].processHash;
+  const PeerInfo& peer = comm.peers[static_cast<size_t>(need.peer)];
+  link.peerInProcess = peer.processHash == comm.peers[static_cast<size_t>(comm.rank)].processHash;
+  link.peerName = strFormat("rank %d (pid %d on host %s)", need.peer, peer.pid, peer.hostname);
   return link;
+}
+
+// Net links are driven by the communicator's proxy, created with the first.
+void adoptNetLink(Comm* comm, transport::Connection* conn) {
+  if (conn->netLink == nullptr) return;
+  if (!comm->proxy) {
+    comm->proxy = std::make_unique<proxy::ProgressEngine>(comm->rank, &comm->abortFlag, &comm->netFailed);
+    comm->proxy->start();
+    WEFT_INFO(log::kProxy | log::kInit, "rank %d: proxy thread started", comm->rank);
+  }
 }
 
 // Kernels need the FifoEnd in device memory.
@@ -39,6 +54,7 @@ const transport::Transport* transportById(uint32_t id) {
     case transport::TransportId::kShm: return &transport::shmTransport();
     case transport::TransportId::kCudaP2p: return &transport::cudaP2pTransport();
     case transport::TransportId::kCudaShm: return &transport::cudaShmTransport();
+    case transport::TransportId::kNet: return &transport::netTransport();
     default: return nullptr;
   }
 }
@@ -68,7 +84,15 @@ Status connectSend(const ConnectNeed& need) {
   auto conn = std::make_unique<transport::Connection>();
   WEFT_RETURN_IF_ERROR(chosen->connectSend(linkOf(need), blob, conn.get()));
   WEFT_RETURN_IF_ERROR(finishConnection(comm, conn.get()));
+  adoptNetLink(&comm, conn.get());
   slot(need) = std::move(conn);
+  return okStatus();
+}
+
+Status finishRecv(const ConnectNeed& need) {
+  transport::Connection* conn = slot(need).get();
+  WEFT_RETURN_IF_ERROR(conn->transport->finishRecv(linkOf(need), conn));
+  adoptNetLink(need.comm, conn);
   return okStatus();
 }
 
@@ -98,11 +122,16 @@ Result<const transport::Transport*> selectCudaTransport(const Comm& comm, const 
 Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) {
   const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
   const PeerInfo& other = comm.peers[static_cast<size_t>(peer)];
-  if (me.hostHash != other.hostHash)
-    return errorStatus(ncclInvalidUsage,
-                       "rank %d (host %s) and rank %d (host %s) are on different hosts, and this build has no network "
-                       "transport yet",
-                       comm.rank, me.hostname, peer, other.hostname);
+  // Different hosts, or different virtual nodes of one host.
+  if (comm.nodeOf[static_cast<size_t>(comm.rank)] != comm.nodeOf[static_cast<size_t>(peer)]) {
+    if (comm.backend == weftBackendCuda)
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d (host %s) and rank %d (host %s) are on different nodes, and the cuda backend has no "
+                         "network transport yet (pinned staging buffers for the proxy are not built); use "
+                         "WEFT_BACKEND=host for CPU buffers across hosts",
+                         comm.rank, me.hostname, peer, other.hostname);
+    return &transport::netTransport();
+  }
   const bool p2pOff = param::p2pDisable() != 0;
   const bool shmOff = param::shmDisable() != 0;
   if (comm.backend == weftBackendCuda) return selectCudaTransport(comm, me, other, p2pOff, shmOff);
@@ -114,19 +143,25 @@ Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) 
 }
 
 Status connectPeers(const std::vector<ConnectNeed>& needs) {
+  auto context = [](const ConnectNeed& need) {
+    return strFormat("rank %d: connecting channel %d %s rank %d", need.comm->rank, need.channel,
+                     need.isSend ? "to" : "from", need.peer);
+  };
+  std::vector<const ConnectNeed*> received;
   for (const ConnectNeed& need : needs) {
     if (need.isSend || slot(need)) continue;
     Status s = setupRecv(need);
-    if (!s.ok())
-      return s.withContext(
-          strFormat("rank %d: connecting channel %d from rank %d", need.comm->rank, need.channel, need.peer));
+    if (!s.ok()) return s.withContext(context(need));
+    received.push_back(&need);
   }
   for (const ConnectNeed& need : needs) {
     if (!need.isSend || slot(need)) continue;
     Status s = connectSend(need);
-    if (!s.ok())
-      return s.withContext(
-          strFormat("rank %d: connecting channel %d to rank %d", need.comm->rank, need.channel, need.peer));
+    if (!s.ok()) return s.withContext(context(need));
+  }
+  for (const ConnectNeed* need : received) {
+    Status s = finishRecv(*need);
+    if (!s.ok()) return s.withContext(context(*need));
   }
   return okStatus();
 }

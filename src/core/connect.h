@@ -1,7 +1,9 @@
-// Choosing a transport per peer and establishing connections, in two phases
-// so no rank ever waits on a peer that is itself waiting: first every
-// receiver allocates its FIFOs and posts their descriptions over bootstrap,
-// then every sender collects the descriptions it needs and attaches.
+// Choosing a transport per peer and establishing connections, in phases so
+// no rank ever waits on a peer that is itself waiting: first every receiver
+// allocates its FIFOs and posts their descriptions over bootstrap, then every
+// sender collects the descriptions it needs and attaches, then receivers
+// whose transport needs it complete their side (the network's accept, which
+// waits only for senders of the second phase).
 #pragma once
 
 #include <vector>
@@ -25,8 +27,7 @@ struct ConnectNeed {
 Result<const transport::Transport*> selectTransport(const Comm& comm, int peer);
 
 // Connects every need not yet connected. Needs may span communicators driven
-// by the same thread (a group), which is why both phases loop over all.
+// by the same thread (a group), which is why every phase loops over all.
 Status connectPeers(const std::vector<ConnectNeed>& needs);
-
 
 }  // namespace weft::core

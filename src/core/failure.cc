@@ -31,6 +31,13 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
           "progressing: is it blocked elsewhere, or calling collectives in a different order?",
           comm.rank, seconds, failure.site.channel, where.c_str(), waitingFor,
           static_cast<long long>(param::waitTimeoutSec()));
+    case device::WaitFailure::kNetwork: {
+      // The proxy's message names the link (peer, host, channel, direction).
+      Status net = comm.proxy ? comm.proxy->failure() : Status();
+      if (net.ok()) net = errorStatus(ncclSystemError, "the network failed");
+      return net.withContext(strFormat("rank %d: waiting on channel %d for %s %s", comm.rank, failure.site.channel,
+                                       where.c_str(), waitingFor));
+    }
     default: return okStatus();
   }
 }

@@ -135,6 +135,7 @@ void setupWaiting(Comm* comm) {
   int64_t spin = param::spinCount();
   const bool oversubscribed = comm->localRanks > availableCores();
   comm->waitConfig.abortFlag = &comm->abortFlag;
+  comm->waitConfig.netFailed = &comm->netFailed;
   comm->waitConfig.spinCount = spin >= 0        ? static_cast<int>(spin)
                                : oversubscribed ? kOversubscribedSpinCount
                                                 : kDefaultSpinCount;

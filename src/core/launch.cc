@@ -11,6 +11,8 @@
 #include "core/failure.h"
 #include "core/host_executor.h"
 #include "core/planner.h"
+#include "device/step_tally.h"
+#include "transport/net/net_link.h"
 
 namespace weft::core {
 namespace {
@@ -41,6 +43,29 @@ void bindP2p(Comm* comm, Plan* plan) {
     device::P2pWork& work = plan->channels[static_cast<size_t>(b.channel)][b.item].p2p;
     if (b.sendPeer >= 0) work.sendEnd = endOf(*channel.send[static_cast<size_t>(b.sendPeer)]);
     if (b.recvPeer >= 0) work.recvEnd = endOf(*channel.recv[static_cast<size_t>(b.recvPeer)]);
+  }
+}
+
+transport::NetLink* netLinkOf(const Channel& channel, const device::FifoEnd* end) {
+  for (const auto* side : {&channel.send, &channel.recv})
+    for (const auto& conn : *side)
+      if (conn && &conn->end == end) return conn->netLink;
+  return nullptr;
+}
+
+// Tells the proxy how many FIFO steps each network link moves in this launch
+// (host backend: the items' ends are the host-side FIFO ends).
+void postNetSteps(Comm* comm, const Plan& plan) {
+  if (!comm->proxy) return;
+  const uint64_t id = ++comm->launchCount;
+  for (size_t c = 0; c < plan.channels.size(); ++c) {
+    if (plan.channels[c].empty()) continue;
+    const Channel& channel = comm->channels[c];
+    const device::ChannelView view = channel.view(comm->rank);
+    device::StepTally tally;
+    for (const device::WorkItem& item : plan.channels[c]) device::tallyWorkItem(view, item, &tally);
+    for (int i = 0; i < tally.size(); ++i)
+      if (transport::NetLink* link = netLinkOf(channel, tally.end(i))) comm->proxy->post(link, {id, tally.steps(i)});
   }
 }
 
@@ -84,6 +109,7 @@ Status launchLocked(const std::vector<Comm*>& comms) {
       continue;
     }
     for (const SelfCopy& copy : plans[i].selfCopies) std::memmove(copy.dst, copy.src, copy.bytes);
+    postNetSteps(comms[i], plans[i]);
     for (size_t c = 0; c < plans[i].channels.size(); ++c)
       if (!plans[i].channels[c].empty()) units.push_back({comms[i], static_cast<int>(c), &plans[i].channels[c]});
   }

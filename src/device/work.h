@@ -30,6 +30,21 @@ enum class DataType : uint8_t {
   kCount
 };
 
+// Bytes per element of each DataType.
+WEFT_HD constexpr int dataTypeBytes(DataType type) {
+  switch (type) {
+    case DataType::kFloat16:
+    case DataType::kBfloat16: return 2;
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32: return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64: return 8;
+    default: return 1;
+  }
+}
+
 // One channel's ring: this rank's position and neighbours, and the whole
 // order (ring position -> rank) for algorithms that index by position.
 struct RingView {

@@ -10,6 +10,7 @@
 namespace weft::transport {
 
 class Transport;
+struct NetLink;
 
 struct Connection {
   device::FifoEnd end{};
@@ -21,6 +22,9 @@ struct Connection {
   // whose `step` they advance (owned by deviceEndOwner).
   device::FifoEnd* deviceEnd = nullptr;
   std::shared_ptr<void> deviceEndOwner;
+
+  // net transport: what the proxy drives (owned through keepAlive).
+  NetLink* netLink = nullptr;
 
   bool connected() const { return transport != nullptr; }
 };

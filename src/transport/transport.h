@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "common/status.h"
 #include "transport/connection.h"
@@ -15,12 +16,13 @@ namespace weft::transport {
 
 // What a transport needs to know about a link, and nothing more.
 struct LinkSpec {
-  int channel;
-  int rank;  // this side
-  int peer;  // the other side
-  int64_t stepBytes;
+  int channel = 0;
+  int rank = 0;  // this side
+  int peer = 0;  // the other side
+  int64_t stepBytes = 0;
   int cudaDev = -1;            // this side's device (cuda backend only)
   bool peerInProcess = false;  // the peer rank lives in this process
+  std::string peerName;        // "rank 3 (pid 12 on host h2)", for messages
 };
 
 struct ConnectBlob {
@@ -29,7 +31,7 @@ struct ConnectBlob {
   char data[248];
 };
 
-enum class TransportId : uint32_t { kP2p = 1, kShm = 2, kCudaP2p = 3, kCudaShm = 4 };
+enum class TransportId : uint32_t { kP2p = 1, kShm = 2, kCudaP2p = 3, kCudaShm = 4, kNet = 5 };
 
 class Transport {
  public:
@@ -38,6 +40,9 @@ class Transport {
   virtual TransportId id() const = 0;
   virtual Status setupRecv(const LinkSpec& link, Connection* conn, ConnectBlob* blob) const = 0;
   virtual Status connectSend(const LinkSpec& link, const ConnectBlob& blob, Connection* conn) const = 0;
+  // Third phase, after every sender connected: the receiver completes its
+  // side (the network accepts). Most transports have nothing to do.
+  virtual Status finishRecv(const LinkSpec& /*link*/, Connection* /*conn*/) const { return okStatus(); }
 };
 
 // Ranks in one process: FIFO memory in the process heap, shared directly.
@@ -50,5 +55,8 @@ const Transport& cudaP2pTransport();
 // GPUs that cannot: FIFO in a shared-memory segment pinned and mapped into
 // both devices (data crosses PCIe twice).
 const Transport& cudaShmTransport();
+// Ranks on different hosts (or virtual nodes): a FIFO on each side, joined
+// by the network, which the communicator's proxy thread drives.
+const Transport& netTransport();
 
 }  // namespace weft::transport

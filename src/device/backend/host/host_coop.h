@@ -2,8 +2,8 @@
 // so the portable data loops compile to plain contiguous loops.
 //
 // Waiting: spin, yield, then sleep (common/backoff.h), checking now and then
-// the communicator's abort flag, the per-wait timeout and whether the peer
-// process waited on still exists. A failed wait makes every later wait fail
+// the communicator's abort flag, the proxy's network-failure flag, the
+// per-wait timeout and whether the peer process waited on still exists. A failed wait makes every later wait fail
 // at once, so the algorithm runs to its end quickly and the caller reports
 // the first failure, naming the peer.
 #pragma once
@@ -22,6 +22,7 @@ namespace weft::device {
 
 struct HostWaitConfig {
   const std::atomic<uint32_t>* abortFlag = nullptr;
+  const std::atomic<uint32_t>* netFailed = nullptr;  // set by the proxy when the network failed
   int spinCount = kDefaultSpinCount;
   int64_t timeoutNs = 0;  // 0: no timeout
   int64_t peerCheckNs = 200000000;
@@ -29,7 +30,7 @@ struct HostWaitConfig {
   int32_t nranks = 0;
 };
 
-enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited };
+enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited, kNetwork };
 
 struct WaitFailureInfo {
   WaitFailure kind = WaitFailure::kNone;
@@ -72,6 +73,8 @@ class HostCoop {
       if ((polls & 255) != 0 && !backoff.pastSpinning()) continue;
       if (config_.abortFlag && config_.abortFlag->load(std::memory_order_relaxed))
         return fail(WaitFailure::kAborted, culprit(), start);
+      if (config_.netFailed && config_.netFailed->load(std::memory_order_relaxed))
+        return fail(WaitFailure::kNetwork, culprit(), start);
       const int64_t now = nowNs();
       if (config_.timeoutNs > 0 && now - start > config_.timeoutNs)
         return fail(WaitFailure::kTimeout, culprit(), start);

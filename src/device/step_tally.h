@@ -1,0 +1,133 @@
+// How many FIFO steps a work item moves on each of its connections, found by
+// running the very algorithm templates the data path runs with primitives
+// that count instead of moving data. The proxy needs these counts to post
+// exactly the network sends and receives a collective will use; deriving
+// them from the same code means they cannot drift from what the data path
+// does. Cost: one call per verb (per chunk), no data touched.
+#pragma once
+
+#include <stdint.h>
+
+#include "device/p2p.h"
+#include "device/portable.h"
+#include "device/ring.h"
+#include "device/step_fifo.h"
+#include "device/tree.h"
+#include "device/work.h"
+
+namespace weft::device {
+
+// Steps per connection end, for the handful of ends one channel uses.
+class StepTally {
+ public:
+  static constexpr int kMaxEnds = 2 + 2 * (1 + kMaxTreeChildren);
+
+  void add(const FifoEnd* end, uint64_t steps) {
+    if (end == nullptr || steps == 0) return;
+    for (int i = 0; i < count_; ++i)
+      if (ends_[i] == end) {
+        steps_[i] += steps;
+        return;
+      }
+    if (count_ == kMaxEnds) return;  // cannot happen: a channel has at most kMaxEnds ends
+    ends_[count_] = end;
+    steps_[count_++] = steps;
+  }
+  int size() const { return count_; }
+  const FifoEnd* end(int i) const { return ends_[i]; }
+  uint64_t steps(int i) const { return steps_[i]; }
+
+ private:
+  const FifoEnd* ends_[kMaxEnds] = {};
+  uint64_t steps_[kMaxEnds] = {};
+  int count_ = 0;
+};
+
+// The verbs of Primitives, counting: a verb on n elements moves
+// ceil(n / stepElems) steps on every peer it receives from or sends to.
+template <typename T>
+class CountingPrims {
+ public:
+  CountingPrims(StepTally* tally, FifoEnd* const* recvs, int nRecv, FifoEnd* const* sends, int nSend)
+      : tally_(tally), nRecv_(nRecv), nSend_(nSend) {
+    int64_t stepBytes = 0;
+    auto narrowest = [&](const FifoEnd* e) { stepBytes = stepBytes ? minOf(stepBytes, e->stepBytes) : e->stepBytes; };
+    for (int i = 0; i < nRecv; ++i) narrowest(recv_[i] = recvs[i]);
+    for (int i = 0; i < nSend; ++i) narrowest(send_[i] = sends[i]);
+    stepElems_ = stepBytes / static_cast<int64_t>(sizeof(T));
+  }
+
+  void send(const T*, int64_t n) { count(n, false, true); }
+  void recv(T*, int64_t n) { count(n, true, false); }
+  void recvReduceSend(const T*, int64_t n) { count(n, true, true); }
+  void recvReduceCopy(const T*, T*, int64_t n, bool) { count(n, true, false); }
+  void recvReduceCopySend(const T*, T*, int64_t n, bool) { count(n, true, true); }
+  void recvCopySend(T*, int64_t n) { count(n, true, true); }
+  void copySend(const T*, T*, int64_t n) { count(n, false, true); }
+  void directSend(const T*, int64_t n) { count(n, false, true); }
+  void directRecv(T*, int64_t n) { count(n, true, false); }
+  void directRecvCopySend(T*, int64_t n) { count(n, true, true); }
+  void localCopy(const T*, T*, int64_t) {}
+
+ private:
+  void count(int64_t n, bool recv, bool send) {
+    if (n <= 0 || stepElems_ <= 0) return;
+    const uint64_t steps = static_cast<uint64_t>(divUp(n, stepElems_));
+    if (recv)
+      for (int i = 0; i < nRecv_; ++i) tally_->add(recv_[i], steps);
+    if (send)
+      for (int i = 0; i < nSend_; ++i) tally_->add(send_[i], steps);
+  }
+
+  StepTally* tally_;
+  int nRecv_, nSend_;
+  int64_t stepElems_ = 0;
+  FifoEnd* recv_[kMaxTreeChildren] = {};
+  FifoEnd* send_[kMaxTreeChildren] = {};
+};
+
+// The algorithm choice mirrors run_work.h: T only sets the element size.
+template <typename T>
+void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally* tally) {
+  if (work.algo == Algo::kTree && work.func == Func::kAllReduce) {
+    const TreeView& tree = channel.tree;
+    const int parents = tree.up >= 0 ? 1 : 0;
+    FifoEnd* upSend[1] = {channel.treeUpSend};
+    FifoEnd* downRecv[1] = {channel.treeDownRecv};
+    CountingPrims<T> up(tally, channel.treeUpRecv, tree.nDown, upSend, parents);
+    CountingPrims<T> down(tally, downRecv, parents, channel.treeDownSend, tree.nDown);
+    return treeAllReduce<T>(up, down, tree, work);
+  }
+  const int peers = channel.ring.nranks > 1 ? 1 : 0;
+  FifoEnd* recvs[1] = {channel.ringRecv};
+  FifoEnd* sends[1] = {channel.ringSend};
+  CountingPrims<T> prims(tally, recvs, peers, sends, peers);
+  switch (work.func) {
+    case Func::kAllReduce: return ringAllReduce<T>(prims, channel.ring, work);
+    case Func::kReduceScatter: return ringReduceScatter<T>(prims, channel.ring, work);
+    case Func::kReduce: return ringReduce<T>(prims, channel.ring, work, channel.rank);
+    case Func::kAllGather: return ringAllGather<T>(prims, channel.ring, work);
+    case Func::kBroadcast: return ringBroadcast<T>(prims, channel.ring, work, channel.rank);
+    default: return;
+  }
+}
+
+// Adds the steps `item` moves on each connection of `channel` to `tally`.
+inline void tallyWorkItem(const ChannelView& channel, const WorkItem& item, StepTally* tally) {
+  if (item.kind == WorkItem::Kind::kP2p) {
+    const P2pWork& p = item.p2p;
+    if (p.sendEnd && p.sendBytes > 0) tally->add(p.sendEnd, divUp<uint64_t>(p.sendBytes, p.sendEnd->stepBytes));
+    if (p.recvEnd && p.recvBytes > 0) tally->add(p.recvEnd, divUp<uint64_t>(p.recvBytes, p.recvEnd->stepBytes));
+    return;
+  }
+  const CollWork& work = item.coll;
+  const bool dataOnly = work.func == Func::kAllGather || work.func == Func::kBroadcast;
+  switch (dataOnly ? 1 : dataTypeBytes(work.dtype)) {
+    case 1: return tallyCollective<uint8_t>(channel, work, tally);
+    case 2: return tallyCollective<uint16_t>(channel, work, tally);
+    case 4: return tallyCollective<uint32_t>(channel, work, tally);
+    default: return tallyCollective<uint64_t>(channel, work, tally);
+  }
+}
+
+}  // namespace weft::device

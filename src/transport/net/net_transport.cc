@@ -1,0 +1,137 @@
+// net transport: each side keeps a FIFO in its own memory, and the network
+// joins them. The receiver listens and sends the handle in the blob; the
+// sender connects; the receiver accepts in the third phase. From then on the
+// communicator's proxy moves the FIFO slots (src/proxy/).
+#include <cstdlib>
+#include <cstring>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/params.h"
+#include "transport/net/net_link.h"
+#include "transport/transport.h"
+
+namespace weft::transport {
+
+NetLink::~NetLink() {
+  if (net == nullptr) return;
+  if (comm && mhandle) (void)net->api->deregMr(comm, mhandle);
+  if (comm) (void)(isSend ? net->api->closeSend(comm) : net->api->closeRecv(comm));
+  if (listenComm) (void)net->api->closeListen(listenComm);
+}
+
+namespace {
+
+// Host memory for the FIFO: control page then slots, zeroed.
+Result<std::shared_ptr<void>> allocateFifo(const LinkSpec& link) {
+  const size_t bytes = FifoLayout::totalBytes(link.stepBytes);
+  void* base = std::aligned_alloc(4096, bytes);
+  if (base == nullptr)
+    return errorStatus(ncclSystemError, "cannot allocate %zu bytes of network FIFO memory for channel %d", bytes,
+                       link.channel);
+  std::memset(base, 0, bytes);
+  return std::shared_ptr<void>(base, [](void* p) { std::free(p); });
+}
+
+Status netError(const NetLink& l, const char* what, ncclResult_t code) {
+  const std::string detail = networkLastError(*l.net);
+  return errorStatus(code == ncclSuccess ? ncclSystemError : code, "%s %s %s on channel %d over %s: %s%s",
+                     what, l.isSend ? "to" : "from", l.peerName.c_str(), l.channel, l.net->api->name,
+                     resultName(code), detail.empty() ? "" : (" (" + detail + ")").c_str());
+}
+
+Result<std::shared_ptr<NetLink>> makeLink(const LinkSpec& spec, bool isSend, Connection* conn) {
+  WEFT_ASSIGN_OR_RETURN(const Network* net, network());
+  auto link = std::make_shared<NetLink>();
+  link->isSend = isSend;
+  link->channel = spec.channel;
+  link->rank = spec.rank;
+  link->peer = spec.peer;
+  link->peerName = spec.peerName;
+  link->net = net;
+  WEFT_ASSIGN_OR_RETURN(link->memory, allocateFifo(spec));
+  FifoLayout::attach(link->memory.get(), spec.stepBytes, spec.peer, &link->fifo);
+  FifoLayout::attach(link->memory.get(), spec.stepBytes, spec.peer, &conn->end);
+  return link;
+}
+
+Status registerSlots(NetLink* l) {
+  const size_t bytes = static_cast<size_t>(l->fifo.stepBytes) * device::kFifoSteps;
+  ncclResult_t rc = l->net->api->regMr(l->comm, l->fifo.slots, bytes, kNetPtrHost, &l->mhandle);
+  return rc == ncclSuccess ? okStatus() : netError(*l, "registering FIFO memory for traffic", rc);
+}
+
+void adopt(std::shared_ptr<NetLink> link, const Transport* transport, Connection* conn) {
+  conn->netLink = link.get();
+  conn->keepAlive = std::move(link);
+  conn->transport = transport;
+}
+
+// The network device a channel uses: channels spread over the devices.
+int deviceFor(const LinkSpec& spec, const Network& net) { return spec.channel % net.devices; }
+
+class NetTransport final : public Transport {
+ public:
+  const char* name() const override { return "NET"; }
+  TransportId id() const override { return TransportId::kNet; }
+
+  Status setupRecv(const LinkSpec& spec, Connection* conn, ConnectBlob* blob) const override {
+    WEFT_ASSIGN_OR_RETURN(std::shared_ptr<NetLink> link, makeLink(spec, false, conn));
+    static_assert(kNetHandleBytes <= sizeof(blob->data), "network handle does not fit the connect blob");
+    ncclResult_t rc = link->net->api->listen(deviceFor(spec, *link->net), blob->data, &link->listenComm);
+    if (rc != ncclSuccess) return netError(*link, "listening for a connection", rc);
+    blob->transportId = static_cast<uint32_t>(id());
+    blob->bytes = kNetHandleBytes;
+    adopt(std::move(link), this, conn);
+    return okStatus();
+  }
+
+  Status connectSend(const LinkSpec& spec, const ConnectBlob& blob, Connection* conn) const override {
+    WEFT_ASSIGN_OR_RETURN(std::shared_ptr<NetLink> link, makeLink(spec, true, conn));
+    char handle[kNetHandleBytes];
+    std::memcpy(handle, blob.data, sizeof(handle));
+    const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
+    while (link->comm == nullptr) {
+      weftNetDeviceHandle_v8_t* devComm = nullptr;
+      ncclResult_t rc = link->net->api->connect(deviceFor(spec, *link->net), handle, &link->comm, &devComm);
+      if (rc != ncclSuccess) return netError(*link, "connecting", rc);
+      if (link->comm != nullptr) break;
+      if (deadline.expired())
+        return errorStatus(ncclRemoteError, "connecting to %s on channel %d: no answer in %lld s",
+                           spec.peerName.c_str(), spec.channel, static_cast<long long>(param::bootstrapTimeoutSec()));
+      struct timespec pause = {0, 100000};
+      nanosleep(&pause, nullptr);
+    }
+    WEFT_RETURN_IF_ERROR(registerSlots(link.get()));
+    adopt(std::move(link), this, conn);
+    return okStatus();
+  }
+
+  Status finishRecv(const LinkSpec& spec, Connection* conn) const override {
+    NetLink* link = conn->netLink;
+    const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
+    while (link->comm == nullptr) {
+      weftNetDeviceHandle_v8_t* devComm = nullptr;
+      ncclResult_t rc = link->net->api->accept(link->listenComm, &link->comm, &devComm);
+      if (rc != ncclSuccess) return netError(*link, "accepting a connection", rc);
+      if (link->comm != nullptr) break;
+      if (deadline.expired())
+        return errorStatus(ncclRemoteError, "waiting for %s to connect on channel %d: nothing in %lld s",
+                           spec.peerName.c_str(), spec.channel, static_cast<long long>(param::bootstrapTimeoutSec()));
+      struct timespec pause = {0, 100000};
+      nanosleep(&pause, nullptr);
+    }
+    (void)link->net->api->closeListen(link->listenComm);
+    link->listenComm = nullptr;
+    return registerSlots(link);
+  }
+};
+
+}  // namespace
+
+const Transport& netTransport() {
+  static const NetTransport instance;
+  return instance;
+}
+
+}  // namespace weft::transport
