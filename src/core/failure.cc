@@ -35,8 +35,11 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
       // The proxy's message names the link (peer, host, channel, direction).
       Status net = comm.proxy ? comm.proxy->failure() : Status();
       if (net.ok()) net = errorStatus(ncclSystemError, "the network failed");
-      return net.withContext(strFormat("rank %d: waiting on channel %d for %s %s", comm.rank, failure.site.channel,
-                                       where.c_str(), waitingFor));
+      return Status(net.code(), strFormat("rank %d: waiting on channel %d for %s %s: %s. A peer on another node "
+                                          "exited, aborted or lost its network; the communicator is unusable: "
+                                          "destroy or abort it",
+                                          comm.rank, failure.site.channel, where.c_str(), waitingFor,
+                                          net.message().c_str()));
     }
     default: return okStatus();
   }

@@ -136,6 +136,13 @@ void setupWaiting(Comm* comm) {
   const bool oversubscribed = comm->localRanks > availableCores();
   comm->waitConfig.abortFlag = &comm->abortFlag;
   comm->waitConfig.netFailed = &comm->netFailed;
+  comm->waitConfig.help = [](void* context) {
+    proxy::ProgressEngine* engine = static_cast<Comm*>(context)->proxy.get();
+    if (engine == nullptr) return false;
+    Result<bool> moved = engine->tryProgress();
+    return moved.ok() && moved.value();
+  };
+  comm->waitConfig.helpContext = comm;
   comm->waitConfig.spinCount = spin >= 0        ? static_cast<int>(spin)
                                : oversubscribed ? kOversubscribedSpinCount
                                                 : kDefaultSpinCount;

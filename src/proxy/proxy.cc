@@ -165,6 +165,17 @@ void ProgressEngine::retireOps(LinkWork& work) {
 }
 
 Result<bool> ProgressEngine::progressOnce() {
+  std::lock_guard<std::mutex> lock(progressMutex_);
+  return progressLocked();
+}
+
+Result<bool> ProgressEngine::tryProgress() {
+  std::unique_lock<std::mutex> lock(progressMutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  return progressLocked();
+}
+
+Result<bool> ProgressEngine::progressLocked() {
   if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed)) return false;
   if (failedFlag_ && failedFlag_->load(std::memory_order_acquire)) return failure();
   takeIncoming();
@@ -205,7 +216,7 @@ void ProgressEngine::loop() {
         continue;
       }
     }
-    Result<bool> moved = progressOnce();
+    Result<bool> moved = tryProgress();
     if (moved.ok() && moved.value())
       backoff = Backoff(kProxySpinCount);
     else

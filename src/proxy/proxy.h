@@ -46,6 +46,10 @@ class ProgressEngine {
   // every finished request. Returns whether anything moved; a network
   // failure is returned, remembered (failure()) and flagged.
   Result<bool> progressOnce();
+  // progressOnce unless another thread is in it right now (then false at
+  // once). Host data paths call this while they wait on the network, which
+  // saves the hand-off to the proxy thread on every step.
+  Result<bool> tryProgress();
   // Starts the thread that loops progressOnce (idempotent).
   void start();
   // True when every posted operation is complete.
@@ -73,7 +77,10 @@ class ProgressEngine {
   void retireOps(LinkWork& work);
   void loop();
 
+  Result<bool> progressLocked();
+
   const int rank_;
+  std::mutex progressMutex_;  // held by whoever runs a pass (thread, helper, test)
   const std::atomic<uint32_t>* abortFlag_;
   std::atomic<uint32_t>* failedFlag_;
   std::vector<LinkWork> active_;  // proxy-owned: links with operations

@@ -23,6 +23,12 @@ namespace weft::device {
 struct HostWaitConfig {
   const std::atomic<uint32_t>* abortFlag = nullptr;
   const std::atomic<uint32_t>* netFailed = nullptr;  // set by the proxy when the network failed
+  // Called between polls while waiting: the host backend lends the waiting
+  // thread to the proxy (network progress) instead of leaving it all to the
+  // proxy thread. Null when the communicator has no network links.
+  // Returns whether it moved anything (then the wait does not back off).
+  bool (*help)(void* context) = nullptr;
+  void* helpContext = nullptr;
   int spinCount = kDefaultSpinCount;
   int64_t timeoutNs = 0;  // 0: no timeout
   int64_t peerCheckNs = 200000000;
@@ -68,7 +74,7 @@ class HostCoop {
     const int64_t start = nowNs();
     int64_t nextPeerCheck = start + config_.peerCheckNs;
     for (uint32_t polls = 1;; ++polls) {
-      backoff.pause();
+      if (!config_.help || !config_.help(config_.helpContext)) backoff.pause();
       if (ready()) return true;
       if ((polls & 255) != 0 && !backoff.pastSpinning()) continue;
       if (config_.abortFlag && config_.abortFlag->load(std::memory_order_relaxed))

@@ -1,0 +1,139 @@
+// Ranks on different hosts: each process claims its own host with
+// NCCL_HOSTID, so every connection between them goes through the network
+// transport and the proxy (no shared memory, no process-liveness checks).
+// Every collective and point-to-point pattern runs across them, on rings and
+// trees; and a peer that dies or closes its sockets makes the survivors fail
+// in bounded time with a message naming the link.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "multirank/coll_check.h"
+
+namespace weft::test {
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs body on nranks processes, each its own host, with its communicator.
+void runHosts(int nranks, const std::function<void(RankContext&)>& body) {
+  runRanksRaw(RankMode::kProcesses, nranks, [&](int rank, int n, const ncclUniqueId& id) {
+    const std::string host = "weft-test-host-" + std::to_string(rank);
+    setenv("NCCL_HOSTID", host.c_str(), 1);
+    RankContext ctx{rank, n, nullptr};
+    ASSERT_EQ(ncclCommInitRank(&ctx.comm, n, id, rank), ncclSuccess) << ncclGetLastError(nullptr);
+    body(ctx);
+    if (ctx.comm) {
+      EXPECT_EQ(ncclCommDestroy(ctx.comm), ncclSuccess);
+    }
+  });
+}
+
+std::vector<CollCase> everyCollective(int nranks) {
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{1}, size_t{4097}, size_t{300001}}) {
+    cases.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kSum, count, 0, false});
+    cases.push_back({CollOp::kAllReduce, ncclInt64, TestOp::kMax, count, 0, true});
+  }
+  cases.push_back({CollOp::kAllReduce, ncclBfloat16, TestOp::kPreMulPtr, 5000, 0, false});
+  cases.push_back({CollOp::kBroadcast, ncclInt8, TestOp::kSum, 70001, nranks - 1, false});
+  cases.push_back({CollOp::kReduce, ncclUint32, TestOp::kProd, 12345, 1, true});
+  cases.push_back({CollOp::kAllGather, ncclFloat64, TestOp::kSum, 9999, 0, false});
+  cases.push_back({CollOp::kReduceScatter, ncclInt32, TestOp::kAvg, 20000, 0, true});
+  cases.push_back({CollOp::kAlltoAll, ncclUint8, TestOp::kSum, 33333, 0, false});
+  cases.push_back({CollOp::kGather, ncclFloat16, TestOp::kSum, 1000, 2, false});
+  cases.push_back({CollOp::kScatter, ncclInt64, TestOp::kSum, 1000, 3, false});
+  return cases;
+}
+
+class AcrossHosts : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(AcrossHosts, EveryCollectiveOverTheNetwork) {
+  ScopedEnv algo("NCCL_ALGO", GetParam());
+  ScopedEnv buff("NCCL_BUFFSIZE", "131072");  // 16 KiB steps: many network messages per call
+  ScopedEnv channels("NCCL_MAX_NCHANNELS", "2");
+  ScopedEnv minChannels("NCCL_MIN_NCHANNELS", "2");
+  runHosts(4, [](RankContext& ctx) {
+    for (const CollCase& c : everyCollective(ctx.nranks)) runAndCheck(ctx, c);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, AcrossHosts, ::testing::Values("Ring", "allreduce:tree"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param[0] == 'R' ? "ring" : "tree");
+                         });
+
+// Several sockets and helper threads per connection, and none at all.
+TEST(AcrossHostsSockets, ThreadAndSocketCountsAllCarryTheData) {
+  for (const char* threads : {"0", "4"}) {
+    ScopedEnv nthreads("NCCL_SOCKET_NTHREADS", threads);
+    ScopedEnv nsocks("NCCL_NSOCKS_PERTHREAD", "2");
+    runHosts(3, [](RankContext& ctx) {
+      for (size_t count : {size_t{5}, size_t{1} << 20})
+        runAndCheck(ctx, {CollOp::kAllReduce, ncclInt32, TestOp::kSum, count, 0, false});
+      runAndCheck(ctx, {CollOp::kAllGather, ncclUint8, TestOp::kSum, 200000, 0, true});
+    });
+  }
+}
+
+// Checks a survivor's failure: the right code, in bounded time, naming a
+// peer (the dead one, or one that gave up before us).
+void expectNamedNetworkFailure(const RankContext& ctx, ncclResult_t rc, double seconds, int dead) {
+  EXPECT_TRUE(rc == ncclRemoteError || rc == ncclSystemError) << ncclGetErrorString(rc);
+  EXPECT_LT(seconds, 20.0) << "the failure took too long to notice";
+  const std::string msg = ncclGetLastError(ctx.comm);
+  EXPECT_NE(msg.find("network"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" on host "), std::string::npos) << "the message names no host: " << msg;
+  // The dead rank, or a survivor that gave up before us and closed its side.
+  bool namesPeer = msg.find("rank " + std::to_string(dead) + " (pid") != std::string::npos;
+  for (int r = 0; r < ctx.nranks; ++r)
+    namesPeer = namesPeer || (r != ctx.rank && msg.find("rank " + std::to_string(r) + " (pid") != std::string::npos);
+  EXPECT_TRUE(namesPeer) << msg;
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(ctx.comm, &async), ncclSuccess);
+  EXPECT_NE(async, ncclSuccess);
+}
+
+// A rank killed across the network: its sockets close, the survivors' calls
+// fail naming the link.
+TEST(AcrossHostsFailures, KilledRankFailsTheOthersNamingIt) {
+  runHosts(3, [](RankContext& ctx) {
+    std::vector<float> big(1 << 20, 1.0f);
+    ASSERT_EQ(ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr),
+              ncclSuccess);
+    if (ctx.rank == 2) _exit(0);  // dies holding its communicator, as a crash would
+    const auto t0 = std::chrono::steady_clock::now();
+    ncclResult_t rc = ncclSuccess;
+    for (int i = 0; i < 50 && rc == ncclSuccess; ++i)
+      rc = ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr);
+    expectNamedNetworkFailure(ctx, rc, secondsSince(t0), 2);
+    EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+    ctx.comm = nullptr;
+  });
+}
+
+// A rank that aborts (closing its sockets) while the others are in a call.
+TEST(AcrossHostsFailures, PeerAbortClosingItsSocketsFailsTheOthers) {
+  runHosts(3, [](RankContext& ctx) {
+    std::vector<int> v(1 << 18, 1);
+    if (ctx.rank == 1) {
+      EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+      ctx.comm = nullptr;
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const ncclResult_t rc = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, ctx.comm, nullptr);
+    expectNamedNetworkFailure(ctx, rc, secondsSince(t0), 1);
+    EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+    ctx.comm = nullptr;
+  });
+}
+
+}  // namespace
+}  // namespace weft::test

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Real separate hosts on one machine: N network namespaces, each with its own
+# veth interface and private address (10.251.0.<rank+1>/24), joined by a
+# bridge in a switch namespace. One weft-perf rank per namespace, unique id
+# through a file, bootstrap and every byte crossing the veth links; each rank
+# claims its own host (NCCL_HOSTID) and uses only its veth (NCCL_SOCKET_IFNAME).
+# weft-perf checks every result (#wrong); any wrong value or error fails.
+#
+#   netns_hosts.sh WEFT_PERF [NRANKS]
+# Exit 77 (skipped) when not root or namespaces are unavailable.
+set -uo pipefail
+perf=$1
+n=${2:-3}
+if [ "$(id -u)" != 0 ]; then echo "SKIPPED: network namespaces need root"; exit 77; fi
+command -v ip >/dev/null || { echo "SKIPPED: iproute2 (ip) is not installed"; exit 77; }
+tag="w$$"  # unique per run: concurrent runs never share names
+sw="${tag}sw"
+cleanup() {
+  for ((i = 0; i < n; i++)); do ip netns del "${tag}h$i" 2>/dev/null; done
+  ip netns del "$sw" 2>/dev/null
+  rm -rf "$work"
+}
+work=$(mktemp -d)
+trap cleanup EXIT
+if ! ip netns add "$sw" 2>"$work/err"; then echo "SKIPPED: cannot create a network namespace: $(cat "$work/err")"; exit 77; fi
+set -e
+ip -n "$sw" link add br0 type bridge
+ip -n "$sw" link set br0 up
+for ((i = 0; i < n; i++)); do
+  ns="${tag}h$i"
+  ip netns add "$ns"
+  ip link add "${tag}e$i" type veth peer name "${tag}p$i"
+  ip link set "${tag}e$i" netns "$ns"
+  ip link set "${tag}p$i" netns "$sw"
+  ip -n "$sw" link set "${tag}p$i" master br0 up
+  ip -n "$ns" addr add "10.251.0.$((i + 1))/24" dev "${tag}e$i"
+  ip -n "$ns" link set "${tag}e$i" up
+  ip -n "$ns" link set lo up
+done
+set +e
+echo "netns: $n hosts ${tag}h0..$((n - 1)) on 10.251.0.0/24"
+status=0
+for coll in allreduce allgather reducescatter broadcast alltoall; do
+  for algo in Ring Tree; do
+    [ "$coll" != allreduce ] && [ "$algo" = Tree ] && continue
+    rm -f "$work/id"
+    pids=()
+    for ((i = 0; i < n; i++)); do
+      ip netns exec "${tag}h$i" env RANK=$i WORLD_SIZE=$n NCCL_HOSTID="${tag}h$i" NCCL_SOCKET_IFNAME="=${tag}e$i" \
+        NCCL_ALGO=$algo WEFT_TIMEOUT=60 WEFT_BOOTSTRAP_TIMEOUT=60 \
+        "$perf" "$coll" -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 --id-file "$work/id" >"$work/out$i" 2>&1 &
+      pids+=($!)
+    done
+    for ((i = 0; i < n; i++)); do wait "${pids[$i]}" || status=1; done
+    if ! grep -q "Out of bounds values : 0 OK" "$work/out0"; then status=1; fi
+    echo "== $coll ($algo): rank 0 output"
+    cat "$work/out0"
+    if [ $status != 0 ]; then
+      for ((i = 1; i < n; i++)); do echo "== rank $i"; cat "$work/out$i"; done
+      exit 1
+    fi
+  done
+done
+echo "netns: every collective passed across $n namespaces"
