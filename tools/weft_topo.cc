@@ -11,7 +11,7 @@
 #include <cstring>
 #include <string>
 
-#include "graph/search.h"
+#include "graph/plan.h"
 #include "graph/topo_xml.h"
 
 using namespace weft::graph;

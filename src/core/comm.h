@@ -63,6 +63,8 @@ struct Channel {
 
 // cuda backend state of a communicator (see core/cuda_backend.cc).
 struct CudaState;
+// The topology and transport policy (see core/topology.h).
+struct CommTopology;
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized };
 
@@ -94,6 +96,7 @@ struct Comm {
   int ranksPerNode = 1;
   int treeDepth = 0;
   tuning::AlgoFilter algoFilter;
+  std::shared_ptr<const CommTopology> topology;  // set by buildChannels
 
   std::atomic<uint32_t> abortFlag{0};
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};

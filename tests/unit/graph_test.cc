@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "graph/search.h"
+#include "graph/plan.h"
 #include "graph/topo_xml.h"
 
 namespace weft::graph {
@@ -121,11 +121,11 @@ TEST(Search, PcieRingsCrossEachSocketBoundaryOnce) {
 TEST(Search, ChannelsStartNextToTheirNicsAndSpreadOverThem) {
   Topology t = load("nvswitch8.xml");
   RingSearch r = searchRings(t, 8);
-  std::set<int> nets(r.nets.begin(), r.nets.end());
+  std::set<int> nets(r.netIn.begin(), r.netIn.end());
   EXPECT_EQ(nets.size(), 8u) << "eight channels over eight NICs";
   const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
   for (size_t c = 0; c < r.rings.size(); ++c)
-    EXPECT_EQ(t.path(r.nets[c], gpus[static_cast<size_t>(r.rings[c][0])]).type, PathType::kPix)
+    EXPECT_EQ(t.path(r.netIn[c], gpus[static_cast<size_t>(r.rings[c][0])]).type, PathType::kPix)
         << "channel " << c << " starts at a GPU under its NIC's switch";
 }
 
