@@ -10,8 +10,8 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/process.h"
-#include "core/comm.h"
 #include "core/channels.h"
+#include "core/comm.h"
 #include "core/connect.h"
 #include "core/cuda_backend.h"
 #include "core/host_executor.h"
@@ -110,7 +110,8 @@ Status checkBackends(const Comm& comm) {
   const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
   for (const PeerInfo& p : comm.peers) {
     if (p.backend != me.backend)
-      return errorStatus(ncclInvalidUsage, "rank %d runs the %s backend but rank %d (host %s) the %s backend; set "
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d runs the %s backend but rank %d (host %s) the %s backend; set "
                          "WEFT_BACKEND the same on every rank",
                          comm.rank, me.backend == weftBackendCuda ? "cuda" : "host", p.rank, p.hostname,
                          p.backend == weftBackendCuda ? "cuda" : "host");
@@ -165,8 +166,8 @@ Status setupComm(Comm* comm) {
             "comm %p rank %d nranks %d localRanks %d backend %s device %d channels %zu (min %d) buffSize %lld - "
             "Init COMPLETE",
             static_cast<void*>(comm), comm->rank, comm->nranks, comm->localRanks,
-            comm->backend == weftBackendCuda ? "cuda" : "host", comm->cudaDev, comm->channels.size(),
-            comm->minChannels, static_cast<long long>(comm->stepBytes * device::kFifoSteps));
+            comm->backend == weftBackendCuda ? "cuda" : "host", comm->cudaDev, comm->channels.size(), comm->minChannels,
+            static_cast<long long>(comm->stepBytes * device::kFifoSteps));
   return okStatus();
 }
 

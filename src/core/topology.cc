@@ -88,17 +88,23 @@ Result<std::string> fuseOnHost(Comm* comm, const std::vector<int>& local, const 
   return fused;
 }
 
+// This rank's view fused with those of the other ranks of its host. Every
+// rank takes part even when its own view failed, so none waits in vain.
+Result<std::unique_ptr<graph::XmlNode>> fusedHostView(Comm* comm, Result<std::unique_ptr<graph::XmlNode>> view) {
+  const std::string mine = view.ok() ? graph::writeXml(*view.value()) : std::string();
+  WEFT_ASSIGN_OR_RETURN(std::string fused, fuseOnHost(comm, ranksOnMyHost(*comm), mine));
+  if (!view.ok()) return view.status();
+  if (fused.empty())
+    return errorStatus(ncclSystemError,
+                       "rank %d: another rank of host %s could not describe the machine (see its error)", comm->rank,
+                       comm->peers[static_cast<size_t>(comm->rank)].hostname);
+  return graph::parseXml(fused);
+}
+
 Result<std::shared_ptr<CommTopology>> cudaTopology(Comm* comm) {
   auto t = std::make_shared<CommTopology>();
   const std::vector<int> local = ranksOnMyHost(*comm);
-  auto view = localView(*comm, &t->source);
-  const std::string mine = view.ok() ? graph::writeXml(*view.value()) : std::string();
-  WEFT_ASSIGN_OR_RETURN(std::string fused, fuseOnHost(comm, local, mine));
-  if (!view.ok()) return view.status();
-  if (fused.empty())
-    return errorStatus(ncclSystemError, "rank %d: another rank of host %s could not describe its GPU (see its error)",
-                       comm->rank, comm->peers[static_cast<size_t>(comm->rank)].hostname);
-  WEFT_ASSIGN_OR_RETURN(t->xml, graph::parseXml(fused));
+  WEFT_ASSIGN_OR_RETURN(t->xml, fusedHostView(comm, localView(*comm, &t->source)));
   std::map<std::string, int> rankOfBusId;
   std::set<std::string> used;
   for (int r : local) {
@@ -122,23 +128,27 @@ Result<std::shared_ptr<CommTopology>> cudaTopology(Comm* comm) {
   return t;
 }
 
-Result<std::shared_ptr<CommTopology>> hostTopology(const Comm& comm, const std::vector<int>& nodeRanks) {
+Result<std::shared_ptr<CommTopology>> hostTopology(Comm* comm, const std::vector<int>& nodeRanks) {
   auto t = std::make_shared<CommTopology>();
   const std::string file = param::topoFile();
   if (file.empty()) {
     t->source = "synthetic";
     t->model = graph::syntheticTopology(static_cast<int>(nodeRanks.size()));
   } else {
+    // The ranks of a host fuse what they read, so a file that differs
+    // between processes gives one model (or one clear error), not plans
+    // that disagree.
     t->source = "NCCL_TOPO_FILE=" + file;
-    WEFT_ASSIGN_OR_RETURN(t->model, graph::loadTopologyFile(file));
+    WEFT_ASSIGN_OR_RETURN(std::unique_ptr<graph::XmlNode> fused, fusedHostView(comm, graph::readXmlFile(file)));
+    WEFT_ASSIGN_OR_RETURN(t->model, graph::topologyFromXml(*fused));
   }
   const std::vector<int> gpus = t->model.nodesOf(graph::NodeType::kGpu);
   if (gpus.size() != nodeRanks.size())
     return errorStatus(ncclInvalidUsage,
                        "NCCL_TOPO_FILE=%s has %zu GPUs but rank %d's node has %zu ranks; on the host backend the "
                        "node's i-th rank drives the file's i-th GPU, so the counts must match",
-                       file.c_str(), gpus.size(), comm.rank, nodeRanks.size());
-  t->gpuOfRank.assign(static_cast<size_t>(comm.nranks), -1);
+                       file.c_str(), gpus.size(), comm->rank, nodeRanks.size());
+  t->gpuOfRank.assign(static_cast<size_t>(comm->nranks), -1);
   for (size_t i = 0; i < gpus.size(); ++i) {
     t->model.node(gpus[i]).rank = nodeRanks[i];
     t->gpuOfRank[static_cast<size_t>(nodeRanks[i])] = gpus[i];
@@ -187,7 +197,7 @@ void dumpIfAsked(const Comm& comm, const CommTopology& t) {
 }  // namespace
 
 Result<std::shared_ptr<const CommTopology>> buildCommTopology(Comm* comm, const std::vector<int>& nodeRanks) {
-  auto built = comm->backend == weftBackendCuda ? cudaTopology(comm) : hostTopology(*comm, nodeRanks);
+  auto built = comm->backend == weftBackendCuda ? cudaTopology(comm) : hostTopology(comm, nodeRanks);
   if (!built.ok()) return built.status();
   std::shared_ptr<CommTopology> t = std::move(built).value();
   WEFT_RETURN_IF_ERROR(resolveTransportPolicy(*comm, t.get()));

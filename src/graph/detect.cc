@@ -153,6 +153,7 @@ Result<DetectResult> detectSystem(const DetectOptions& o) {
   r.gpus = static_cast<int>(gpus.gpus.size());
   r.nets = static_cast<int>(nets.size());
   r.xml = sys.release();
+  while (!r.notes.empty() && (r.notes.back() == ' ' || r.notes.back() == ';')) r.notes.pop_back();
   return r;
 }
 

@@ -93,34 +93,48 @@ std::vector<int> socketOrder(const HostView& h) {
   return order;
 }
 
-// Where a cycle is opened into a ring: ring = cycle rotated to start at
-// `rotation`, entering through netIn, leaving through netOut.
+// Where a cycle is opened into a ring: ring = base cycle `base` rotated to
+// start at `rotation`, entering through netIn, leaving through netOut.
 struct Opening {
-  int rotation = 0;
+  int base = 0, rotation = 0;
   int misses = 0;  // ends of the ring not at the host's best class to a NET (0..2)
   int netIn = -1, netOut = -1;
 };
 
+// Chooses each channel's opening among every base cycle and rotation. Key,
+// most important first: the fewest ring ends away from a NIC; one NIC in and
+// out (the channel stays on one rail between hosts); the least used entry
+// and exit NICs (channels spread over equally close NICs); the least used
+// base cycle (channels alternate cycles and directions, spreading the load
+// over links); then the lowest base and rotation (determinism).
 class Opener {
  public:
-  explicit Opener(const HostView& h) : h_(h), usedIn_(h.nets.size(), 0), usedOut_(h.nets.size(), 0) {}
+  Opener(const HostView& h, size_t bases)
+      : h_(h), usedIn_(h.nets.size(), 0), usedOut_(h.nets.size(), 0), usedBase_(bases, 0) {}
 
-  Opening best(const std::vector<int>& cycle) const {
+  std::tuple<int, bool, int, int, int, int, int> key(const Opening& o) const {
+    return std::make_tuple(o.misses, o.netIn != o.netOut, o.netIn < 0 ? 0 : usedIn_[static_cast<size_t>(o.netIn)],
+                           o.netOut < 0 ? 0 : usedOut_[static_cast<size_t>(o.netOut)],
+                           usedBase_[static_cast<size_t>(o.base)], o.base, o.rotation);
+  }
+
+  Opening best(const std::vector<std::vector<int>>& bases) const {
     Opening best;
-    auto key = [&](const Opening& o) {
-      return std::make_tuple(o.misses, o.netIn < 0 ? 0 : usedIn_[static_cast<size_t>(o.netIn)],
-                             o.netOut < 0 ? 0 : usedOut_[static_cast<size_t>(o.netOut)], o.rotation);
-    };
-    for (int r = 0; r < static_cast<int>(cycle.size()); ++r) {
-      Opening o = at(cycle, r);
-      if (r == 0 || key(o) < key(best)) best = o;
-    }
+    bool first = true;
+    for (size_t b = 0; b < bases.size(); ++b)
+      for (int r = 0; r < static_cast<int>(bases[b].size()); ++r) {
+        Opening o = at(bases[b], r);
+        o.base = static_cast<int>(b);
+        if (first || key(o) < key(best)) best = o;
+        first = false;
+      }
     return best;
   }
 
   void use(const Opening& o) {
     if (o.netIn >= 0) ++usedIn_[static_cast<size_t>(o.netIn)];
     if (o.netOut >= 0) ++usedOut_[static_cast<size_t>(o.netOut)];
+    ++usedBase_[static_cast<size_t>(o.base)];
   }
 
  private:
@@ -147,20 +161,21 @@ class Opener {
   }
 
   const HostView& h_;
-  std::vector<int> usedIn_, usedOut_;
+  std::vector<int> usedIn_, usedOut_, usedBase_;
 };
 
 // Keeps the fastest cycles, and of those the ones that open best.
 std::vector<std::vector<int>> fastestCycles(const HostView& h, std::vector<std::vector<int>> cycles) {
   double bw = 0;
   for (const auto& c : cycles) bw = std::max(bw, ringBandwidth(h, c));
-  const Opener fresh(h);
-  int misses = 3;
+  const Opener fresh(h, 1);
+  auto misses = [&](const std::vector<int>& c) { return fresh.best({c}).misses; };
+  int fewest = 3;
   for (const auto& c : cycles)
-    if (ringBandwidth(h, c) >= bw) misses = std::min(misses, fresh.best(c).misses);
+    if (ringBandwidth(h, c) >= bw) fewest = std::min(fewest, misses(c));
   std::vector<std::vector<int>> out;
   for (auto& c : cycles)
-    if (ringBandwidth(h, c) >= bw && fresh.best(c).misses == misses) out.push_back(std::move(c));
+    if (ringBandwidth(h, c) >= bw && misses(c) == fewest) out.push_back(std::move(c));
   return out;
 }
 
@@ -201,11 +216,11 @@ RingSearch searchRings(const Topology& t, int channels) {
     std::reverse(order.begin(), order.end());
     if (h.size() > 2) bases.push_back(order);  // the other direction uses the other half of each link
   }
-  Opener opener(h);
+  Opener opener(h, bases.size());
   for (int c = 0; c < channels; ++c) {
-    std::vector<int> ring = bases[static_cast<size_t>(c) % bases.size()];
-    const Opening o = h.size() > 0 ? opener.best(ring) : Opening{};
+    const Opening o = h.size() > 0 ? opener.best(bases) : Opening{};
     opener.use(o);
+    std::vector<int> ring = bases[static_cast<size_t>(o.base)];
     std::rotate(ring.begin(), ring.begin() + o.rotation, ring.end());
     r.rings.push_back(ring);
     r.chains.push_back(ring);

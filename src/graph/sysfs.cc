@@ -48,13 +48,21 @@ std::string Sysfs::resolve(const std::string& relPath) const {
 }
 
 std::string normalizeBusId(const std::string& id) {
-  unsigned domain = 0, bus = 0, device = 0, function = 0;
-  char tail = 0;
-  // domain:bus:device.function, all hex; a trailing character means junk.
-  if (std::sscanf(id.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4) return "";
-  if (bus > 0xff || device > 0x1f || function > 7 || domain > 0xffff) return "";
+  // domain:bus:device.function, hex fields; nothing else may appear.
+  const size_t c1 = id.find(':'), c2 = id.find(':', c1 + 1), dot = id.find('.', c2 + 1);
+  if (c1 == std::string::npos || c2 == std::string::npos || dot == std::string::npos) return "";
+  const std::string fields[] = {id.substr(0, c1), id.substr(c1 + 1, c2 - c1 - 1), id.substr(c2 + 1, dot - c2 - 1),
+                                id.substr(dot + 1)};
+  unsigned long values[4];
+  for (int i = 0; i < 4; ++i) {
+    if (fields[i].empty() || fields[i].size() > 8 ||
+        fields[i].find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      return "";
+    values[i] = std::stoul(fields[i], nullptr, 16);
+  }
+  if (values[0] > 0xffff || values[1] > 0xff || values[2] > 0x1f || values[3] > 7) return "";
   char out[16];
-  std::snprintf(out, sizeof(out), "%04x:%02x:%02x.%x", domain, bus, device, function);
+  std::snprintf(out, sizeof(out), "%04lx:%02lx:%02lx.%lx", values[0], values[1], values[2], values[3]);
   return out;
 }
 

@@ -41,8 +41,14 @@ class Fuser {
       if (same) {
         merge(same, *child);
       } else {
-        dst->children.push_back(cloneXml(*child));
-        index(*dst->children.back());
+        // Added element by element, so a device this subtree repeats from
+        // elsewhere in the fused tree merges there instead of appearing twice.
+        auto fresh = std::make_unique<XmlNode>();
+        fresh->name = child->name;
+        dst->children.push_back(std::move(fresh));
+        XmlNode* added = dst->children.back().get();
+        if (child->name == "pci") pcis_.emplace(attrOr(*child, "busid"), added);
+        merge(added, *child);
       }
     }
   }
