@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/params.h"
 #include "common/socket.h"
 #include "graph/detect.h"
 #include "graph/graph_file.h"
@@ -119,7 +120,8 @@ void printSummary(const Topology& t, const ChannelPlan& p) {
 // it has none (said on stderr). `detectedXml` keeps what was detected.
 Topology localMachine(std::unique_ptr<XmlNode>* detectedXml) {
   DetectOptions options;
-  for (const weft::NetInterface& i : weft::findInterfaces("", "")) options.netInterfaces.push_back(i.name);
+  for (const weft::NetInterface& i : weft::findInterfaces(weft::param::socketIfname(), weft::param::socketFamily()))
+    options.netInterfaces.push_back(i.name);
   auto detected = detectSystem(options);
   if (detected.ok() && detected.value().gpus > 0) {
     auto topo = topologyFromXml(*detected.value().xml);

@@ -132,6 +132,10 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
   WEFT_ASSIGN_OR_RETURN(graph::Topology model, nodeModel(*comm->topology, myNode));
   WEFT_ASSIGN_OR_RETURN(graph::RingSearch search, searchNode(model, static_cast<int>(nch)));
   const graph::HostChannels mine = graph::hostChannels(search, ranksOfLocal(*comm->topology, model, myNode));
+  for (const auto& ring : mine.rings)
+    if (ring.size() != myNode.size())
+      return errorStatus(ncclInternalError, "rank %d: the node's ring covers %zu of its %zu ranks", comm->rank,
+                         ring.size(), myNode.size());
   WEFT_ASSIGN_OR_RETURN(std::vector<graph::HostChannels> parts, exchangeParts(comm, nodes, mine));
   const graph::ChannelPlan plan = graph::joinHosts(parts, comm->nranks);
   comm->nnodes = static_cast<int>(nodes.size());

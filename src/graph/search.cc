@@ -232,6 +232,7 @@ RingSearch searchRings(const Topology& t, int channels) {
 }
 
 RingSearch imposeRings(const Topology& t, int channels, const ImposedGraphs& graphs) {
+  if (graphs.rings.empty()) return searchRings(t, channels);
   RingSearch r;
   const HostView h(t);
   r.imposed = true;
