@@ -9,12 +9,12 @@
 namespace weft::graph {
 namespace {
 
+// A loaded library, never closed: the CUDA runtime shares libcuda with us,
+// and unloading NVML while it is initialised is not supported. dlopen counts
+// references, so loading again at the next communicator costs nothing.
 class Library {
  public:
   explicit Library(const char* name) : handle_(dlopen(name, RTLD_NOW | RTLD_LOCAL)) {}
-  ~Library() {
-    if (handle_) dlclose(handle_);
-  }
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
 
@@ -57,8 +57,9 @@ class DlopenCuda : public CudaDriverApi {
 class DlopenNvml : public NvmlApi {
  public:
   DlopenNvml() : lib_("libnvidia-ml.so.1") {
-    ok_ = lib_.bind(init_, "nvmlInit_v2") && lib_.bind(byBusId_, "nvmlDeviceGetHandleByPciBusId_v2") &&
-          lib_.bind(state_, "nvmlDeviceGetNvLinkState") && lib_.bind(cap_, "nvmlDeviceGetNvLinkCapability") &&
+    ok_ = lib_.bind(init_, "nvmlInit_v2") && lib_.bind(shutdown_, "nvmlShutdown") &&
+          lib_.bind(byBusId_, "nvmlDeviceGetHandleByPciBusId_v2") && lib_.bind(state_, "nvmlDeviceGetNvLinkState") &&
+          lib_.bind(cap_, "nvmlDeviceGetNvLinkCapability") &&
           lib_.bind(remotePci_, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     // Optional: newer drivers only.
     lib_.bind(remoteType_, "nvmlDeviceGetNvLinkRemoteDeviceType");
@@ -67,6 +68,7 @@ class DlopenNvml : public NvmlApi {
   bool ok() const { return ok_; }
 
   int init() override { return init_(); }
+  int shutdown() override { return shutdown_(); }
   int deviceGetHandleByPciBusId(const char* busId, NvmlDevice* device) override { return byBusId_(busId, device); }
   int deviceGetNvLinkState(NvmlDevice d, unsigned link, unsigned* active) override { return state_(d, link, active); }
   int deviceGetNvLinkCapability(NvmlDevice d, unsigned link, unsigned cap, unsigned* result) override {
@@ -86,6 +88,7 @@ class DlopenNvml : public NvmlApi {
   Library lib_;
   bool ok_ = false;
   int (*init_)() = nullptr;
+  int (*shutdown_)() = nullptr;
   int (*byBusId_)(const char*, NvmlDevice*) = nullptr;
   int (*state_)(NvmlDevice, unsigned, unsigned*) = nullptr;
   int (*cap_)(NvmlDevice, unsigned, unsigned, unsigned*) = nullptr;

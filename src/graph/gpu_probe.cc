@@ -102,6 +102,7 @@ GpuProbeResult probeGpus(CudaDriverApi& cuda, NvmlApi* nvml, const std::vector<i
   }
   if ((status = nvml->init()) != 0) return (r.note += "nvmlInit failed with error " + std::to_string(status)), r;
   for (GpuInfo& g : r.gpus) g.nvlinks = probeNvlinks(*nvml, g.busId, known, &r.note);
+  nvml->shutdown();  // NVML counts initialisations: leave its count as it was
   return r;
 }
 

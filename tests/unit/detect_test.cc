@@ -145,6 +145,7 @@ TEST(GpuProbe, NvlinksGroupedByFarEnd) {
   EXPECT_EQ(r.gpus[0].nvlinks[1].tclass, kNvlinkCpuClass);
   ASSERT_EQ(r.gpus[1].nvlinks.size(), 1u);
   EXPECT_EQ(r.gpus[1].nvlinks[0].count, 1) << "inactive and non-P2P links do not count";
+  EXPECT_EQ(nvml.initialised, 0) << "every nvmlInit is matched by nvmlShutdown";
   // Only the ordinals asked for.
   GpuProbeResult one = probeGpus(cuda, &nvml, {1});
   ASSERT_EQ(one.gpus.size(), 1u);

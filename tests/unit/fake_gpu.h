@@ -70,7 +70,15 @@ class FakeNvml : public NvmlApi {
   bool hasRemoteType = true;                       // false: an older driver
   int initResult = 0;
 
-  int init() override { return initResult; }
+  int init() override {
+    if (initResult == 0) ++initialised;
+    return initResult;
+  }
+  int shutdown() override {
+    if (initialised == 0) return 1;  // NVML_ERROR_UNINITIALIZED
+    --initialised;
+    return 0;
+  }
   int deviceGetHandleByPciBusId(const char* busId, NvmlDevice* device) override {
     const std::string id = normalizeBusId(busId);
     for (size_t i = 0; i < devices.size(); ++i)
