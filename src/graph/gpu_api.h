@@ -47,6 +47,7 @@ class NvmlApi {
 
   virtual ~NvmlApi() = default;
   virtual int init() = 0;                                                            // nvmlInit_v2
+  virtual int shutdown() = 0;                                                        // nvmlShutdown
   virtual int deviceGetHandleByPciBusId(const char* busId, NvmlDevice* device) = 0;  // ..._v2
   virtual int deviceGetNvLinkState(NvmlDevice device, unsigned link, unsigned* isActive) = 0;
   virtual int deviceGetNvLinkCapability(NvmlDevice device, unsigned link, unsigned capability, unsigned* result) = 0;
