@@ -69,6 +69,7 @@ class FakeNvml : public NvmlApi {
   std::map<std::string, std::vector<Link>> links;  // per GPU bus id: its links, by index
   bool hasRemoteType = true;                       // false: an older driver
   int initResult = 0;
+  int initialised = 0;  // init calls not yet matched by shutdown
 
   int init() override {
     if (initResult == 0) ++initialised;
