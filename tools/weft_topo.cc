@@ -1,9 +1,12 @@
 // weft-topo: the topology Weft sees and the rings and trees it builds.
-//   weft-topo [--topo-file F] [--nodes N] [--channels C] [--json | --dot | --dump-xml]
-// Without a file: the host backend's machine with one device per core
-// (GPU detection comes with the CUDA topology work). --nodes N treats the
-// topology as one host and builds N identical hosts joined through their
-// NICs; rank = node * GPUs-per-node + local GPU index.
+//   weft-topo [--topo-file F] [--graph-file G] [--nodes N] [--channels C]
+//             [--json | --dot | --dump-xml | --dump-graph]
+// Without a file: this machine, detected (hwloc, CUDA driver, NVML, sysfs);
+// when it has no GPU, the host backend's synthetic machine (one device per
+// core), said on stderr. --nodes N treats the topology as one host and
+// builds N identical hosts joined through their NICs; rank = node *
+// GPUs-per-node + local GPU index. --graph-file imposes rings and trees
+// (NCCL_GRAPH_FILE's format); --dump-graph prints them in that format.
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,7 +14,11 @@
 #include <cstring>
 #include <string>
 
-#include "graph/search.h"
+#include "common/params.h"
+#include "common/socket.h"
+#include "graph/detect.h"
+#include "graph/graph_file.h"
+#include "graph/plan.h"
 #include "graph/topo_xml.h"
 
 using namespace weft::graph;
@@ -19,10 +26,11 @@ using namespace weft::graph;
 namespace {
 
 void printJson(const Topology& t, const ChannelPlan& p) {
-  std::printf("{\"nranks\":%d,\"nnodes\":%d,\"ranksPerNode\":%d,\"nvlinkOnly\":%s,\"bwPerChannel\":%.2f,"
-              "\"worstPath\":\"%s\",\"socketCrossings\":%d,\"searchSteps\":%ld,\n\"rings\":[",
-              p.nranks, p.nnodes, p.ranksPerNode, p.intra.nvlinkOnly ? "true" : "false", p.intra.bwPerChannel,
-              pathTypeName(p.intra.worstType), p.intra.socketCrossings, p.intra.searchSteps);
+  std::printf(
+      "{\"nranks\":%d,\"nnodes\":%d,\"ranksPerNode\":%d,\"nvlinkOnly\":%s,\"bwPerChannel\":%.2f,"
+      "\"worstPath\":\"%s\",\"socketCrossings\":%d,\"searchSteps\":%ld,\n\"rings\":[",
+      p.nranks, p.nnodes, p.ranksPerNode, p.intra.nvlinkOnly ? "true" : "false", p.intra.bwPerChannel,
+      pathTypeName(p.intra.worstType), p.intra.socketCrossings, p.intra.searchSteps);
   for (size_t c = 0; c < p.rings.size(); ++c) {
     std::printf("%s[", c ? "," : "");
     for (size_t i = 0; i < p.rings[c].size(); ++i) std::printf("%s%d", i ? "," : "", p.rings[c][i]);
@@ -100,34 +108,80 @@ void printSummary(const Topology& t, const ChannelPlan& p) {
   for (size_t c = 0; c < p.rings.size(); ++c) {
     std::printf("Channel %02zu ring:", c);
     for (int r : p.rings[c]) std::printf(" %d", r);
+    const int in = p.intra.netIn[c], out = p.intra.netOut[c];
+    if (in >= 0 && out >= 0) std::printf("  (in by %s, out by %s)", t.node(in).id.c_str(), t.node(out).id.c_str());
     std::printf("\nChannel %02zu tree %zu (depth %d):", c, c % 2, p.trees[c].depth);
     for (size_t r = 0; r < p.trees[c].up.size(); ++r) std::printf(" %zu->%d", r, p.trees[c].up[r]);
     std::printf("\n");
   }
 }
 
+// This machine through detection; its GPUs, or the synthetic machine when
+// it has none (said on stderr). `detectedXml` keeps what was detected.
+Topology localMachine(std::unique_ptr<XmlNode>* detectedXml) {
+  DetectOptions options;
+  for (const weft::NetInterface& i : weft::findInterfaces(weft::param::socketIfname(), weft::param::socketFamily()))
+    options.netInterfaces.push_back(i.name);
+  auto detected = detectSystem(options);
+  if (detected.ok() && detected.value().gpus > 0) {
+    auto topo = topologyFromXml(*detected.value().xml);
+    if (topo.ok()) {
+      std::fprintf(stderr, "weft-topo: this machine (%s): %d GPUs, %d NICs\n", detected.value().machineSource.c_str(),
+                   detected.value().gpus, detected.value().nets);
+      *detectedXml = std::move(detected.value().xml);
+      return std::move(topo).value();
+    }
+  }
+  const int cores = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  if (detected.ok()) {
+    auto topo = topologyFromXml(*detected.value().xml);
+    std::fprintf(stderr,
+                 "weft-topo: this machine (%s): %zu CPUs, %d NICs, no GPU (%s)\n"
+                 "weft-topo: showing the host backend's synthetic machine instead: %d devices, one per core\n",
+                 detected.value().machineSource.c_str(), topo.ok() ? topo.value().nodesOf(NodeType::kCpu).size() : 0,
+                 detected.value().nets, detected.value().notes.c_str(), cores);
+    *detectedXml = std::move(detected.value().xml);
+  } else {
+    std::fprintf(stderr, "weft-topo: detection failed (%s); showing the synthetic machine (%d devices)\n",
+                 detected.status().message().c_str(), cores);
+  }
+  return syntheticTopology(cores);
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--topo-file F] [--graph-file G] [--nodes N] [--channels C] [--json | --dot | --dump-xml | "
+               "--dump-graph]\n",
+               argv0);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string file, mode = "summary";
+  std::string file, graphFile, mode = "summary";
   int nodes = 1, channels = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--topo-file" && i + 1 < argc) file = argv[++i];
-    else if (a == "--nodes" && i + 1 < argc) nodes = std::atoi(argv[++i]);
-    else if (a == "--channels" && i + 1 < argc) channels = std::atoi(argv[++i]);
-    else if (a == "--json" || a == "--dot" || a == "--dump-xml") mode = a.substr(2);
-    else {
-      std::fprintf(stderr, "usage: %s [--topo-file F] [--nodes N] [--channels C] [--json | --dot | --dump-xml]\n",
-                   argv[0]);
-      return 2;
-    }
+    if (a == "--topo-file" && i + 1 < argc)
+      file = argv[++i];
+    else if (a == "--graph-file" && i + 1 < argc)
+      graphFile = argv[++i];
+    else if (a == "--nodes" && i + 1 < argc)
+      nodes = std::atoi(argv[++i]);
+    else if (a == "--channels" && i + 1 < argc)
+      channels = std::atoi(argv[++i]);
+    else if (a == "--json" || a == "--dot" || a == "--dump-xml" || a == "--dump-graph")
+      mode = a.substr(2);
+    else
+      return usage(argv[0]);
   }
   if (nodes < 1 || channels < 1) {
     std::fprintf(stderr, "weft-topo: --nodes and --channels must be at least 1\n");
     return 2;
   }
   Topology topo;
+  std::unique_ptr<XmlNode> detectedXml;
   if (!file.empty()) {
     auto loaded = loadTopologyFile(file);
     if (!loaded.ok()) {
@@ -136,12 +190,27 @@ int main(int argc, char** argv) {
     }
     topo = std::move(loaded).value();
   } else {
-    topo = syntheticTopology(static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))));
+    topo = localMachine(&detectedXml);
   }
-  const ChannelPlan plan = buildChannelPlan(topo, nodes, channels);
-  if (mode == "json") printJson(topo, plan);
-  else if (mode == "dot") printDot(topo, plan);
-  else if (mode == "dump-xml") std::fputs(writeXml(*topologyToXml(topo)).c_str(), stdout);
-  else printSummary(topo, plan);
+  RingSearch search = searchRings(topo, channels);
+  if (!graphFile.empty()) {
+    auto imposed = loadGraphFile(graphFile, topo);
+    if (!imposed.ok()) {
+      std::fprintf(stderr, "weft-topo: %s\n", imposed.status().message().c_str());
+      return 1;
+    }
+    search = imposeRings(topo, channels, imposed.value());
+  }
+  const ChannelPlan plan = buildChannelPlan(search, static_cast<int>(topo.nodesOf(NodeType::kGpu).size()), nodes);
+  if (mode == "json")
+    printJson(topo, plan);
+  else if (mode == "dot")
+    printDot(topo, plan);
+  else if (mode == "dump-xml")
+    std::fputs(writeXml(detectedXml ? *detectedXml : *topologyToXml(topo)).c_str(), stdout);
+  else if (mode == "dump-graph")
+    std::fputs(writeXml(*graphsToXml(topo, search)).c_str(), stdout);
+  else
+    printSummary(topo, plan);
   return 0;
 }

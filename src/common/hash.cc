@@ -31,6 +31,17 @@ uint64_t hostHash() {
   return hashString(id);
 }
 
+uint64_t machineHash() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!(boot >> id)) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    id = host;
+  }
+  return hashString("machine:" + id);
+}
+
 uint64_t processHash() {
   // The pid alone repeats across pid namespaces (containers); the namespace
   // inode tells them apart.

@@ -29,4 +29,9 @@ uint64_t hostHash();
 // Identity of this process on its host (pid namespace aware).
 uint64_t processHash();
 
+// The physical machine (its kernel's boot id), whatever NCCL_HOSTID says:
+// ranks that share it share its cores, even when they pose as separate hosts
+// (network namespaces, containers, tests).
+uint64_t machineHash();
+
 }  // namespace weft

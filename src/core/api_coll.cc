@@ -96,8 +96,8 @@ WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, 
     for (int r = 0; r < nranks; ++r) {
       WEFT_RETURN_IF_ERROR(enqueueP2p(comm, true, static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype),
                                       count, datatype, r, stream));
-      WEFT_RETURN_IF_ERROR(
-          enqueueP2p(comm, false, static_cast<char*>(recvbuff) + blockOffset(r, count, datatype), count, datatype, r, stream));
+      WEFT_RETURN_IF_ERROR(enqueueP2p(comm, false, static_cast<char*>(recvbuff) + blockOffset(r, count, datatype),
+                                      count, datatype, r, stream));
     }
     return group.end();
   });
@@ -129,8 +129,9 @@ WEFT_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, s
     GroupScope group;
     if (c->rank == root) {
       for (int r = 0; r < c->nranks; ++r)
-        WEFT_RETURN_IF_ERROR(enqueueP2p(
-            comm, true, static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype), count, datatype, r, stream));
+        WEFT_RETURN_IF_ERROR(enqueueP2p(comm, true,
+                                        static_cast<const char*>(sendbuff) + blockOffset(r, count, datatype), count,
+                                        datatype, r, stream));
     }
     WEFT_RETURN_IF_ERROR(enqueueP2p(comm, false, recvbuff, count, datatype, root, stream));
     return group.end();

@@ -151,8 +151,10 @@ WEFT_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const i
     if (ndev < 1) return weft::errorStatus(ncclInvalidArgument, "ndev is %d, expected at least 1", ndev);
     WEFT_ASSIGN_OR_RETURN(weftBackend_t backend, chooseBackend());
     if (backend == weftBackendCuda && devlist == nullptr && ndev > weft::cuda::deviceCount())
-      return weft::errorStatus(ncclInvalidArgument, "ndev is %d but only %d GPUs are visible; pass devlist to put "
-                               "several ranks on one GPU", ndev, weft::cuda::deviceCount());
+      return weft::errorStatus(ncclInvalidArgument,
+                               "ndev is %d but only %d GPUs are visible; pass devlist to put "
+                               "several ranks on one GPU",
+                               ndev, weft::cuda::deviceCount());
     WEFT_ASSIGN_OR_RETURN(UniqueIdContents contents, createUniqueId());
     const ncclUniqueId id = packUniqueId(contents);
     WEFT_RETURN_IF_ERROR(groupStart());

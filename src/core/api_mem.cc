@@ -51,7 +51,8 @@ namespace {
 // Device memory when communicators made now would run on the cuda backend
 // (NCCL's behaviour), page-aligned host memory otherwise.
 weft::Status memAlloc(void** ptr, size_t size) {
-  if (ptr == nullptr) return weft::errorStatus(ncclInvalidArgument, "ptr is NULL, expected a pointer to store the address");
+  if (ptr == nullptr)
+    return weft::errorStatus(ncclInvalidArgument, "ptr is NULL, expected a pointer to store the address");
   *ptr = nullptr;
   if (size == 0) return weft::errorStatus(ncclInvalidArgument, "size is 0, expected at least 1 byte");
   WEFT_ASSIGN_OR_RETURN(weftBackend_t backend, chooseBackend());

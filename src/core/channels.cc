@@ -1,6 +1,7 @@
 #include "core/channels.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -8,14 +9,16 @@
 #include "common/params.h"
 #include "core/comm.h"
 #include "core/connect.h"
+#include "core/topology.h"
+#include "graph/graph_file.h"
+#include "graph/plan.h"
 #include "graph/rings.h"
-#include "graph/search.h"
 
 namespace weft::core {
 namespace {
 
-// Ranks grouped into nodes in order of their lowest rank (ranks within a
-// node in rank order): consecutive groups of WEFT_RANKS_PER_NODE, else hosts.
+// Ranks grouped into nodes (hosts, or WEFT_RANKS_PER_NODE groups) in order
+// of their lowest rank; ranks within a node in rank order.
 std::vector<std::vector<int>> groupNodes(const Comm& comm) {
   const int64_t perNode = param::ranksPerNode();
   std::vector<std::vector<int>> nodes;
@@ -35,12 +38,6 @@ std::vector<std::vector<int>> groupNodes(const Comm& comm) {
   return nodes;
 }
 
-bool equalSizes(const std::vector<std::vector<int>>& nodes) {
-  for (const auto& n : nodes)
-    if (n.size() != nodes[0].size()) return false;
-  return true;
-}
-
 std::string listOf(const std::vector<int>& v) {
   std::string s;
   for (int x : v) s += " " + std::to_string(x);
@@ -53,6 +50,107 @@ void setRing(Comm* comm, Channel& channel, const std::vector<int>& order) {
   const int index = static_cast<int>(std::find(order.begin(), order.end(), comm->rank) - order.begin());
   channel.ring = device::RingView{n, index, order[static_cast<size_t>((index + n - 1) % n)],
                                   order[static_cast<size_t>((index + 1) % n)], channel.ringOrder.data()};
+}
+
+void setTree(Comm* comm, Channel& channel, const graph::RankTree& t) {
+  const size_t me = static_cast<size_t>(comm->rank);
+  channel.tree = device::TreeView{t.up[me], {-1, -1, -1}, static_cast<int32_t>(t.down[me].size()), t.depth};
+  for (size_t i = 0; i < t.down[me].size(); ++i) channel.tree.down[i] = t.down[me][i];
+  comm->treeDepth = t.depth;
+}
+
+// Per local GPU of the node's model, the ranks that drive it (by device id).
+std::vector<std::vector<int>> ranksOfLocal(const CommTopology& topo, const graph::Topology& model,
+                                           const std::vector<int>& nodeRanks) {
+  const std::vector<int> gpus = model.nodesOf(graph::NodeType::kGpu);
+  std::vector<std::vector<int>> out(gpus.size());
+  for (int r : nodeRanks) {
+    const std::string& id = topo.model.node(topo.gpuOfRank[static_cast<size_t>(r)]).id;
+    for (size_t i = 0; i < gpus.size(); ++i)
+      if (model.node(gpus[i]).id == id) out[i].push_back(r);
+  }
+  return out;
+}
+
+Result<graph::RingSearch> searchNode(const graph::Topology& model, int channels) {
+  const std::string file = param::graphFile();
+  if (file.empty()) return graph::searchRings(model, channels);
+  WEFT_ASSIGN_OR_RETURN(graph::ImposedGraphs imposed, graph::loadGraphFile(file, model));
+  WEFT_INFO(log::kGraph, "NCCL_GRAPH_FILE %s: %zu ring and %zu tree channels", file.c_str(), imposed.rings.size(),
+            imposed.trees.size());
+  return graph::imposeRings(model, channels, imposed);
+}
+
+// Every rank contributes its node's part; the node's first rank speaks for it.
+Result<std::vector<graph::HostChannels>> exchangeParts(Comm* comm, const std::vector<std::vector<int>>& nodes,
+                                                       const graph::HostChannels& mine) {
+  const size_t channels = mine.rings.size(), perNode = nodes[0].size();
+  const size_t ints = channels * perNode * 2;
+  std::vector<int32_t> all(ints * static_cast<size_t>(comm->nranks));
+  int32_t* slot = all.data() + ints * static_cast<size_t>(comm->rank);
+  for (size_t c = 0; c < channels; ++c) {
+    std::copy(mine.rings[c].begin(), mine.rings[c].end(), slot + c * perNode * 2);
+    std::copy(mine.chains[c].begin(), mine.chains[c].end(), slot + c * perNode * 2 + perNode);
+  }
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(all.data(), ints * sizeof(int32_t)));
+  std::vector<graph::HostChannels> parts(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const int32_t* rec = all.data() + ints * static_cast<size_t>(nodes[n][0]);
+    for (size_t c = 0; c < channels; ++c) {
+      parts[n].rings.emplace_back(rec + c * perNode * 2, rec + c * perNode * 2 + perNode);
+      parts[n].chains.emplace_back(rec + c * perNode * 2 + perNode, rec + (c + 1) * perNode * 2);
+    }
+  }
+  return parts;
+}
+
+void logPlan(const Comm& comm, const graph::ChannelPlan& plan) {
+  const size_t nch = plan.rings.size();
+  if (comm.rank == 0)
+    for (size_t c = 0; c < nch; ++c)
+      WEFT_INFO(log::kInit, "Channel %02zu/%02zu :%s", c, nch, listOf(plan.rings[c]).c_str());
+  std::string trees;
+  for (size_t c = 0; c < nch; ++c) {
+    const device::TreeView& t = comm.channels[c].tree;
+    trees += strFormat(" [%zu] %d/%d/%d->%d->%d", c, t.down[0], t.down[1], t.down[2], comm.rank, t.up);
+  }
+  WEFT_INFO(log::kInit, "Trees%s", trees.c_str());
+  for (size_t c = 0; c < nch; ++c)
+    WEFT_INFO(log::kGraph, "Ring %02zu : %d -> %d -> %d", c, comm.channels[c].ring.prev, comm.rank,
+              comm.channels[c].ring.next);
+}
+
+void dumpGraphs(const Comm& comm, const graph::Topology& model, const graph::RingSearch& search) {
+  const std::string path = param::graphDumpFile();
+  if (path.empty() || comm.rank != 0) return;
+  Status s = graph::writeXmlFile(*graph::graphsToXml(model, search), path);
+  if (!s.ok()) WEFT_WARN("NCCL_GRAPH_DUMP_FILE: %s", s.message().c_str());
+}
+
+Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, const std::vector<int>& myNode) {
+  const size_t nch = comm->channels.size();
+  WEFT_ASSIGN_OR_RETURN(graph::Topology model, nodeModel(*comm->topology, myNode));
+  WEFT_ASSIGN_OR_RETURN(graph::RingSearch search, searchNode(model, static_cast<int>(nch)));
+  const graph::HostChannels mine = graph::hostChannels(search, ranksOfLocal(*comm->topology, model, myNode));
+  for (const auto& ring : mine.rings)
+    if (ring.size() != myNode.size())
+      return errorStatus(ncclInternalError, "rank %d: the node's ring covers %zu of its %zu ranks", comm->rank,
+                         ring.size(), myNode.size());
+  WEFT_ASSIGN_OR_RETURN(std::vector<graph::HostChannels> parts, exchangeParts(comm, nodes, mine));
+  const graph::ChannelPlan plan = graph::joinHosts(parts, comm->nranks);
+  comm->nnodes = static_cast<int>(nodes.size());
+  comm->ranksPerNode = static_cast<int>(myNode.size());
+  for (size_t c = 0; c < nch; ++c) {
+    setRing(comm, comm->channels[c], plan.rings[c]);
+    setTree(comm, comm->channels[c], plan.trees[c]);
+  }
+  logPlan(*comm, plan);
+  WEFT_INFO(log::kInit, "%d nodes x %d ranks, %zu channels, topology %s, %s%s rings at %.1f GB/s (worst path %s)",
+            comm->nnodes, comm->ranksPerNode, nch, comm->topology->source.c_str(), search.imposed ? "imposed " : "",
+            search.nvlinkOnly ? "NVLink" : "PCI/shared-memory", search.bwPerChannel,
+            graph::pathTypeName(search.worstType));
+  dumpGraphs(*comm, model, search);
+  return okStatus();
 }
 
 }  // namespace
@@ -72,46 +170,19 @@ Status buildChannels(Comm* comm) {
   comm->nodeOf.assign(static_cast<size_t>(comm->nranks), 0);
   for (size_t n = 0; n < nodes.size(); ++n)
     for (int r : nodes[n]) comm->nodeOf[static_cast<size_t>(r)] = static_cast<int>(n);
-  // The cuda backend keeps flat rings until GPU topology detection exists.
-  if (!equalSizes(nodes) || comm->backend == weftBackendCuda) {
-    const auto rings = graph::flatRings(comm->nranks, static_cast<int>(nch));
-    for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
-    comm->nnodes = static_cast<int>(nodes.size());
-    for (const auto& n : nodes) comm->ranksPerNode = std::max(comm->ranksPerNode, static_cast<int>(n.size()));
-    WEFT_INFO(log::kGraph, "flat rings (%s)", comm->backend == weftBackendCuda ? "cuda backend" : "nodes of unequal size");
-  } else {
-    comm->nnodes = static_cast<int>(nodes.size());
-    comm->ranksPerNode = static_cast<int>(nodes[0].size());
-    const graph::ChannelPlan plan = graph::buildChannelPlan(graph::syntheticTopology(comm->ranksPerNode),
-                                                            comm->nnodes, static_cast<int>(nch));
-    // Plan ranks are node * ranksPerNode + local index: map them to ours.
-    auto real = [&](int p) {
-      return nodes[static_cast<size_t>(p / comm->ranksPerNode)][static_cast<size_t>(p % comm->ranksPerNode)];
-    };
-    for (size_t c = 0; c < nch; ++c) {
-      std::vector<int> ring;
-      for (int p : plan.rings[c]) ring.push_back(real(p));
-      Channel& channel = comm->channels[c];
-      setRing(comm, channel, ring);
-      const graph::RankTree& t = plan.trees[c];
-      int me = 0;
-      for (int p = 0; p < comm->nranks; ++p)
-        if (real(p) == comm->rank) me = p;
-      channel.tree = device::TreeView{t.up[static_cast<size_t>(me)] < 0 ? -1 : real(t.up[static_cast<size_t>(me)]),
-                                      {-1, -1, -1},
-                                      static_cast<int32_t>(t.down[static_cast<size_t>(me)].size()),
-                                      t.depth};
-      for (size_t i = 0; i < t.down[static_cast<size_t>(me)].size(); ++i)
-        channel.tree.down[i] = real(t.down[static_cast<size_t>(me)][i]);
-      comm->treeDepth = t.depth;
-      WEFT_INFO(log::kInit, "Channel %02zu/%02zu ring:%s", c, nch, listOf(ring).c_str());
-      WEFT_INFO(log::kInit, "Channel %02zu tree %zu: %d -> %d ->%s (depth %d)", c, c % 2, channel.tree.up,
-                comm->rank, listOf(std::vector<int>(channel.tree.down, channel.tree.down + channel.tree.nDown)).c_str(),
-                t.depth);
-    }
-  }
-  WEFT_INFO(log::kInit, "%d nodes x %d ranks, %zu channels, trees %s", comm->nnodes, comm->ranksPerNode, nch,
-            comm->treeDepth > 0 ? "built" : "none");
+  const auto mine = std::find_if(nodes.begin(), nodes.end(), [&](const std::vector<int>& n) {
+    return std::find(n.begin(), n.end(), comm->rank) != n.end();
+  });
+  WEFT_ASSIGN_OR_RETURN(comm->topology, buildCommTopology(comm, *mine));
+  const bool equal =
+      std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n.size() == nodes[0].size(); });
+  if (equal) return planChannels(comm, nodes, *mine);
+  // Trees and per-host segments need hosts of one size.
+  comm->nnodes = static_cast<int>(nodes.size());
+  for (const auto& n : nodes) comm->ranksPerNode = std::max(comm->ranksPerNode, static_cast<int>(n.size()));
+  const auto rings = graph::flatRings(comm->nranks, static_cast<int>(nch));
+  for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
+  WEFT_INFO(log::kGraph, "flat rings: nodes of unequal size");
   return okStatus();
 }
 

@@ -54,9 +54,9 @@ Status drainProxy(Comm* comm) {
   Status failed = comm->proxy->failure();
   if (!failed.ok()) return failed.withContext(strFormat("rank %d: finishing network transfers", comm->rank));
   return errorStatus(ncclRemoteError,
-                     "rank %d: network transfers still unfinished after %lld s (WEFT_TIMEOUT): a peer on another node "
-                     "stopped receiving",
-                     comm->rank, static_cast<long long>(param::waitTimeoutSec()));
+                     "rank %d: network transfers still unfinished after %lld s (WEFT_TIMEOUT): %s",
+                     comm->rank, static_cast<long long>(param::waitTimeoutSec()),
+                     comm->proxy->describePending().c_str());
 }
 
 Status checkComm(const ncclComm_t comm, const char* argName) {

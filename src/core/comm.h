@@ -41,6 +41,7 @@ struct PeerInfo {
   uint64_t hostHash;
   uint64_t processHash;
   uint64_t pidNamespace;
+  uint64_t machineHash;  // the physical machine (shared cores), see common/hash.h
   char hostname[64];
   char busId[32];  // cuda backend: the GPU's PCI bus id
 };
@@ -64,6 +65,8 @@ struct Channel {
 
 // cuda backend state of a communicator (see core/cuda_backend.cc).
 struct CudaState;
+// The topology and transport policy (see core/topology.h).
+struct CommTopology;
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized };
 
@@ -86,7 +89,8 @@ struct Comm {
   std::vector<PeerInfo> peers;
   std::vector<Channel> channels;
   int minChannels = 1;
-  int localRanks = 1;  // ranks of this communicator on this host
+  int localRanks = 1;    // ranks of this communicator on this host
+  int machineRanks = 1;  // ranks on this physical machine (they share its cores)
   int64_t stepBytes = 0;
   int chunkSteps = 4;
   // Shape from the channel plan (core/channels.cc): nodes are hosts, or
@@ -98,6 +102,7 @@ struct Comm {
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).
   std::vector<int> nodeOf;
+  std::shared_ptr<const CommTopology> topology;  // set by buildChannels
 
   std::atomic<uint32_t> abortFlag{0};
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};

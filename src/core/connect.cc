@@ -4,6 +4,7 @@
 #include "common/params.h"
 #include "core/comm.h"
 #include "core/cuda_backend.h"
+#include "core/topology.h"
 #include "device/backend/cuda/runtime.h"
 
 namespace weft::core {
@@ -100,21 +101,34 @@ Status finishRecv(const ConnectNeed& need) {
 
 namespace {
 
-// GPUs: direct (same device, peer access, or IPC) unless ruled out, else
+// Why p2p is out, for error messages; empty when it is allowed by the path.
+std::string p2pRuledOutBy(const CommTopology& topo, graph::PathType path) {
+  if (path <= topo.p2pLevel) return "";
+  return strFormat("their path (%s) is beyond the P2P level %s (NCCL_P2P_LEVEL / NCCL_P2P_DISABLE)",
+                   graph::pathTypeName(path), graph::pathTypeName(topo.p2pLevel));
+}
+
+// GPUs: direct (same device, peer access, or IPC) when the path between the
+// two GPUs is within the P2P level and the driver can map the peer, else
 // through pinned shared memory.
-Result<const transport::Transport*> selectCudaTransport(const Comm& comm, const PeerInfo& me, const PeerInfo& other,
-                                                        bool p2pOff, bool shmOff) {
-  const bool sameProcess = me.processHash == other.processHash;
-  const int peerDevice = sameProcess ? other.cudaDev : cuda::deviceByPciBusId(other.busId);
-  const bool reachable = peerDevice >= 0 && cuda::canAccessPeer(comm.cudaDev, peerDevice) &&
-                         cuda::canAccessPeer(peerDevice, comm.cudaDev);
-  if (!p2pOff && reachable) return &transport::cudaP2pTransport();
-  if (!shmOff) return &transport::cudaShmTransport();
+Result<const transport::Transport*> selectCudaTransport(const Comm& comm, const PeerInfo& me, const PeerInfo& other) {
+  const CommTopology& topo = *comm.topology;
+  // A GPU missing from the model is treated as the farthest on the host.
+  const graph::PathType path = pathBetween(topo, me.rank, other.rank, graph::PathType::kSys);
+  std::string why = p2pRuledOutBy(topo, path);
+  if (why.empty()) {
+    const bool sameProcess = me.processHash == other.processHash;
+    const int peerDevice = sameProcess ? other.cudaDev : cuda::deviceByPciBusId(other.busId);
+    const bool reachable = peerDevice >= 0 && cuda::canAccessPeer(comm.cudaDev, peerDevice) &&
+                           cuda::canAccessPeer(peerDevice, comm.cudaDev);
+    if (reachable) return &transport::cudaP2pTransport();
+    why = "the GPUs cannot reach each other's memory";
+  }
+  if (!topo.shmDisabled) return &transport::cudaShmTransport();
   return errorStatus(ncclInvalidUsage,
-                     "no transport connects rank %d (GPU %s) and rank %d (GPU %s) on host %s: %s and "
-                     "NCCL_SHM_DISABLE=1",
-                     comm.rank, me.busId, other.rank, other.busId, me.hostname,
-                     p2pOff ? "NCCL_P2P_DISABLE=1" : "the GPUs cannot reach each other's memory");
+                     "no transport connects rank %d (GPU %s) and rank %d (GPU %s) on host %s: p2p is ruled out (%s) "
+                     "and NCCL_SHM_DISABLE=1",
+                     comm.rank, me.busId, other.rank, other.busId, me.hostname, why.c_str());
 }
 
 }  // namespace
@@ -132,14 +146,17 @@ Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) 
                          comm.rank, me.hostname, peer, other.hostname);
     return &transport::netTransport();
   }
-  const bool p2pOff = param::p2pDisable() != 0;
-  const bool shmOff = param::shmDisable() != 0;
-  if (comm.backend == weftBackendCuda) return selectCudaTransport(comm, me, other, p2pOff, shmOff);
-  if (me.processHash == other.processHash && !p2pOff) return &transport::p2pTransport();
-  if (!shmOff) return &transport::shmTransport();
-  return errorStatus(ncclInvalidUsage,
-                     "no transport connects rank %d and rank %d on host %s: NCCL_SHM_DISABLE=1%s rules out all of them",
-                     comm.rank, peer, me.hostname, p2pOff ? " and NCCL_P2P_DISABLE=1" : "");
+  if (comm.backend == weftBackendCuda) return selectCudaTransport(comm, me, other);
+  // Host backend: direct pointers need one address space; the path decides
+  // only against NCCL_P2P_LEVEL (ranks of the node share this host's memory
+  // through its CPU: PHB).
+  const CommTopology& topo = *comm.topology;
+  const std::string why = p2pRuledOutBy(topo, pathBetween(topo, comm.rank, peer, graph::PathType::kPhb));
+  if (me.processHash == other.processHash && why.empty()) return &transport::p2pTransport();
+  if (!topo.shmDisabled) return &transport::shmTransport();
+  return errorStatus(
+      ncclInvalidUsage, "no transport connects rank %d and rank %d on host %s: NCCL_SHM_DISABLE=1 and %s", comm.rank,
+      peer, me.hostname, me.processHash != other.processHash ? "p2p needs both ranks in one process" : why.c_str());
 }
 
 Status connectPeers(const std::vector<ConnectNeed>& needs) {

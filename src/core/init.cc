@@ -10,8 +10,8 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/process.h"
-#include "core/comm.h"
 #include "core/channels.h"
+#include "core/comm.h"
 #include "core/connect.h"
 #include "core/cuda_backend.h"
 #include "core/host_executor.h"
@@ -49,6 +49,7 @@ PeerInfo localPeerInfo(const Comm& comm) {
   info.hostHash = hostHash();
   info.processHash = processHash();
   info.pidNamespace = pidNamespaceId();
+  info.machineHash = machineHash();
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   if (comm.backend == weftBackendCuda)
     std::snprintf(info.busId, sizeof(info.busId), "%s", cuda::pciBusId(comm.cudaDev).c_str());
@@ -60,14 +61,14 @@ int countLocalRanks(const std::vector<PeerInfo>& peers, uint64_t host) {
       std::count_if(peers.begin(), peers.end(), [&](const PeerInfo& p) { return p.hostHash == host; }));
 }
 
-Proposal localProposal(const Comm& comm, int localRanks) {
+Proposal localProposal(const Comm& comm, int ranksSharingCores) {
   Proposal p{};
   int64_t envMax = param::maxNChannels();
   int64_t envMin = param::minNChannels();
   // GPUs: one block per channel, and a block moves far less than the GPU's
   // bandwidth, so the cuda backend builds more channels than the host one.
   int defaultMax = comm.backend == weftBackendCuda ? tuning::kCudaDefaultMaxChannels
-                                                   : tuning::hostDefaultMaxChannels(availableCores(), localRanks);
+                                                   : tuning::hostDefaultMaxChannels(availableCores(), ranksSharingCores);
   int maxCh = comm.config.maxChannels > 0 ? comm.config.maxChannels
               : envMax > 0                ? static_cast<int>(envMax)
                                           : defaultMax;
@@ -87,8 +88,11 @@ Status exchangePeers(Comm* comm) {
   comm->peers.clear();
   for (const InitRecord& r : records) comm->peers.push_back(r.info);
   comm->localRanks = countLocalRanks(comm->peers, mine.info.hostHash);
-  // Second round: proposals depend on the local rank count just learned.
-  mine.proposal = localProposal(*comm, comm->localRanks);
+  comm->machineRanks = static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
+    return p.machineHash == mine.info.machineHash;
+  }));
+  // Second round: proposals depend on how many ranks share this machine's cores.
+  mine.proposal = localProposal(*comm, comm->machineRanks);
   WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(records.data(), sizeof(InitRecord)));
   Proposal agreed = mine.proposal;
   for (const InitRecord& r : records) {
@@ -110,7 +114,8 @@ Status checkBackends(const Comm& comm) {
   const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
   for (const PeerInfo& p : comm.peers) {
     if (p.backend != me.backend)
-      return errorStatus(ncclInvalidUsage, "rank %d runs the %s backend but rank %d (host %s) the %s backend; set "
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d runs the %s backend but rank %d (host %s) the %s backend; set "
                          "WEFT_BACKEND the same on every rank",
                          comm.rank, me.backend == weftBackendCuda ? "cuda" : "host", p.rank, p.hostname,
                          p.backend == weftBackendCuda ? "cuda" : "host");
@@ -133,7 +138,7 @@ void setupWaiting(Comm* comm) {
     if (p.hostHash == me.hostHash && p.processHash != me.processHash && p.pidNamespace == me.pidNamespace)
       comm->peerPids[static_cast<size_t>(p.rank)] = p.pid;
   int64_t spin = param::spinCount();
-  const bool oversubscribed = comm->localRanks > availableCores();
+  const bool oversubscribed = comm->machineRanks > availableCores();
   comm->waitConfig.abortFlag = &comm->abortFlag;
   comm->waitConfig.netFailed = &comm->netFailed;
   comm->waitConfig.help = [](void* context) {
@@ -173,8 +178,8 @@ Status setupComm(Comm* comm) {
             "comm %p rank %d nranks %d localRanks %d backend %s device %d channels %zu (min %d) buffSize %lld - "
             "Init COMPLETE",
             static_cast<void*>(comm), comm->rank, comm->nranks, comm->localRanks,
-            comm->backend == weftBackendCuda ? "cuda" : "host", comm->cudaDev, comm->channels.size(),
-            comm->minChannels, static_cast<long long>(comm->stepBytes * device::kFifoSteps));
+            comm->backend == weftBackendCuda ? "cuda" : "host", comm->cudaDev, comm->channels.size(), comm->minChannels,
+            static_cast<long long>(comm->stepBytes * device::kFifoSteps));
   return okStatus();
 }
 

@@ -65,7 +65,11 @@ void postNetSteps(Comm* comm, const Plan& plan) {
     device::StepTally tally;
     for (const device::WorkItem& item : plan.channels[c]) device::tallyWorkItem(view, item, &tally);
     for (int i = 0; i < tally.size(); ++i)
-      if (transport::NetLink* link = netLinkOf(channel, tally.end(i))) comm->proxy->post(link, {id, tally.steps(i)});
+      if (transport::NetLink* link = netLinkOf(channel, tally.end(i))) {
+        WEFT_TRACE(log::kProxy, "rank %d launch %llu: channel %zu %s rank %d: %llu steps", comm->rank, static_cast<unsigned long long>(id),
+                   c, link->isSend ? "to" : "from", link->peer, static_cast<unsigned long long>(tally.steps(i)));
+        comm->proxy->post(link, {id, tally.steps(i)});
+      }
   }
 }
 

@@ -69,9 +69,8 @@ tuning::CollKind collKind(Func func) {
 // Ring or tree (the same choice on every rank: its inputs are agreed).
 void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
   static const tuning::AlgoFilter kAll;
-  const tuning::Choice choice =
-      tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, tuning::LinkCosts{},
-                              in.algoFilter ? *in.algoFilter : kAll, in.treesAvailable);
+  const tuning::Choice choice = tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, tuning::LinkCosts{},
+                                                        in.algoFilter ? *in.algoFilter : kAll, in.treesAvailable);
   WEFT_INFO(log::kTuning, "%s %lld bytes: %s (ring %.1f us, tree %.1f us; %s)",
             tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
             tuning::algorithmName(choice.algo), choice.estimateUs[0], choice.estimateUs[1], choice.reason);

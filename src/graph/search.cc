@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <tuple>
 
 namespace weft::graph {
 namespace {
@@ -15,22 +16,48 @@ int cpuOf(const Topology& t, int node) {
   return -1;
 }
 
-double ringBandwidth(const Topology& t, const std::vector<int>& gpus, const std::vector<int>& ring) {
-  double bw = 1e30;
-  for (size_t i = 0; i < ring.size(); ++i) {
-    const int a = gpus[static_cast<size_t>(ring[i])], b = gpus[static_cast<size_t>(ring[(i + 1) % ring.size()])];
-    if (a != b) bw = std::min(bw, t.path(a, b).bw);
+// What the search needs to know about a host, computed once.
+struct HostView {
+  explicit HostView(const Topology& topo) : t(topo), gpus(topo.nodesOf(NodeType::kGpu)) {
+    nets = t.nodesOf(NodeType::kNet);
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      PathType best = PathType::kDis;
+      double bw = 0;
+      std::vector<int> near;
+      for (size_t n = 0; n < nets.size(); ++n) {
+        const Path& p = t.path(nets[n], gpus[i]);
+        if (p.type == PathType::kDis) continue;
+        if (p.type < best || (p.type == best && p.bw > bw)) near.clear(), best = p.type, bw = p.bw;
+        if (p.type == best && p.bw == bw) near.push_back(static_cast<int>(n));
+      }
+      netType.push_back(best);
+      nearNets.push_back(near);
+      hostBest = std::min(hostBest, best);
+    }
   }
-  return ring.size() > 1 ? bw : kLocalBandwidth;
+  int size() const { return static_cast<int>(gpus.size()); }
+  int node(int local) const { return gpus[static_cast<size_t>(local)]; }
+  const Path& path(int a, int b) const { return t.path(node(a), node(b)); }
+
+  const Topology& t;
+  std::vector<int> gpus;                   // node ids, by local index
+  std::vector<int> nets;                   // NET node ids
+  std::vector<PathType> netType;           // per local GPU: its best class to a NET
+  std::vector<std::vector<int>> nearNets;  // per local GPU: positions in `nets` at that class, best bandwidth
+  PathType hostBest = PathType::kDis;      // the best class any GPU has
+};
+
+double ringBandwidth(const HostView& h, const std::vector<int>& ring) {
+  double bw = kLocalBandwidth;
+  for (size_t i = 0; ring.size() > 1 && i < ring.size(); ++i)
+    bw = std::min(bw, h.path(ring[i], ring[(i + 1) % ring.size()]).bw);
+  return bw;
 }
 
 // NVLink Hamiltonian cycles from GPU 0 (bounded DFS).
-std::vector<std::vector<int>> nvlinkCycles(const Topology& t, const std::vector<int>& gpus, long* steps) {
-  const int g = static_cast<int>(gpus.size());
-  auto nvl = [&](int a, int b) {
-    const PathType p = t.path(gpus[static_cast<size_t>(a)], gpus[static_cast<size_t>(b)]).type;
-    return p == PathType::kNvl;
-  };
+std::vector<std::vector<int>> nvlinkCycles(const HostView& h, long* steps) {
+  const int g = h.size();
+  auto nvl = [&](int a, int b) { return h.path(a, b).type == PathType::kNvl; };
   std::vector<std::vector<int>> cycles;
   std::vector<int> order{0};
   std::vector<char> used(static_cast<size_t>(g), 0);
@@ -55,105 +82,171 @@ std::vector<std::vector<int>> nvlinkCycles(const Topology& t, const std::vector<
 }
 
 // GPUs grouped by CPU socket, each group in bus order.
-std::vector<int> socketOrder(const Topology& t, const std::vector<int>& gpus) {
-  std::vector<int> order(gpus.size());
+std::vector<int> socketOrder(const HostView& h) {
+  std::vector<int> order(h.gpus.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    const int ca = cpuOf(t, gpus[static_cast<size_t>(a)]), cb = cpuOf(t, gpus[static_cast<size_t>(b)]);
+    const int ca = cpuOf(h.t, h.node(a)), cb = cpuOf(h.t, h.node(b));
     if (ca != cb) return ca < cb;
-    return t.node(gpus[static_cast<size_t>(a)]).id < t.node(gpus[static_cast<size_t>(b)]).id;
+    return h.t.node(h.node(a)).id < h.t.node(h.node(b)).id;
   });
   return order;
 }
 
-// The NETs closest to each GPU: (best path type, then bandwidth).
-int closestNet(const Topology& t, int gpu, const std::vector<int>& nets, PathType* type) {
-  int best = -1;
-  for (int n : nets) {
-    const Path& p = t.path(n, gpu);
-    if (best < 0 || p.type < t.path(best, gpu).type ||
-        (p.type == t.path(best, gpu).type && p.bw > t.path(best, gpu).bw))
-      best = n;
+// Where a cycle is opened into a ring: ring = base cycle `base` rotated to
+// start at `rotation`, entering through netIn, leaving through netOut.
+struct Opening {
+  int base = 0, rotation = 0;
+  int misses = 0;  // ends of the ring not at the host's best class to a NET (0..2)
+  int netIn = -1, netOut = -1;
+};
+
+// Chooses each channel's opening among every base cycle and rotation. Key,
+// most important first: the fewest ring ends away from a NIC; one NIC in and
+// out (the channel stays on one rail between hosts); the least used entry
+// and exit NICs (channels spread over equally close NICs); the least used
+// base cycle (channels alternate cycles and directions, spreading the load
+// over links); then the lowest base and rotation (determinism).
+class Opener {
+ public:
+  Opener(const HostView& h, size_t bases)
+      : h_(h), usedIn_(h.nets.size(), 0), usedOut_(h.nets.size(), 0), usedBase_(bases, 0) {}
+
+  std::tuple<int, bool, int, int, int, int, int> key(const Opening& o) const {
+    return std::make_tuple(o.misses, o.netIn != o.netOut, o.netIn < 0 ? 0 : usedIn_[static_cast<size_t>(o.netIn)],
+                           o.netOut < 0 ? 0 : usedOut_[static_cast<size_t>(o.netOut)],
+                           usedBase_[static_cast<size_t>(o.base)], o.base, o.rotation);
   }
-  if (type) *type = best < 0 ? PathType::kDis : t.path(best, gpu).type;
-  return best;
+
+  Opening best(const std::vector<std::vector<int>>& bases) const {
+    Opening best;
+    bool first = true;
+    for (size_t b = 0; b < bases.size(); ++b)
+      for (int r = 0; r < static_cast<int>(bases[b].size()); ++r) {
+        Opening o = at(bases[b], r);
+        o.base = static_cast<int>(b);
+        if (first || key(o) < key(best)) best = o;
+        first = false;
+      }
+    return best;
+  }
+
+  void use(const Opening& o) {
+    if (o.netIn >= 0) ++usedIn_[static_cast<size_t>(o.netIn)];
+    if (o.netOut >= 0) ++usedOut_[static_cast<size_t>(o.netOut)];
+    ++usedBase_[static_cast<size_t>(o.base)];
+  }
+
+ private:
+  Opening at(const std::vector<int>& cycle, int r) const {
+    const int g = static_cast<int>(cycle.size());
+    const int first = cycle[static_cast<size_t>(r)], last = cycle[static_cast<size_t>((r + g - 1) % g)];
+    Opening o;
+    o.rotation = r;
+    if (h_.nets.empty()) return o;
+    o.misses = (h_.netType[static_cast<size_t>(first)] != h_.hostBest) +
+               (h_.netType[static_cast<size_t>(last)] != h_.hostBest);
+    o.netIn = leastUsed(h_.nearNets[static_cast<size_t>(first)], usedIn_);
+    const auto& outs = h_.nearNets[static_cast<size_t>(last)];
+    // Leaving through the NIC we entered by keeps a channel on one rail.
+    o.netOut = std::find(outs.begin(), outs.end(), o.netIn) != outs.end() ? o.netIn : leastUsed(outs, usedOut_);
+    return o;
+  }
+
+  static int leastUsed(const std::vector<int>& candidates, const std::vector<int>& used) {
+    int best = -1;
+    for (int n : candidates)
+      if (best < 0 || used[static_cast<size_t>(n)] < used[static_cast<size_t>(best)]) best = n;
+    return best;
+  }
+
+  const HostView& h_;
+  std::vector<int> usedIn_, usedOut_, usedBase_;
+};
+
+// Keeps the fastest cycles, and of those the ones that open best.
+std::vector<std::vector<int>> fastestCycles(const HostView& h, std::vector<std::vector<int>> cycles) {
+  double bw = 0;
+  for (const auto& c : cycles) bw = std::max(bw, ringBandwidth(h, c));
+  const Opener fresh(h, 1);
+  auto misses = [&](const std::vector<int>& c) { return fresh.best({c}).misses; };
+  int fewest = 3;
+  for (const auto& c : cycles)
+    if (ringBandwidth(h, c) >= bw) fewest = std::min(fewest, misses(c));
+  std::vector<std::vector<int>> out;
+  for (auto& c : cycles)
+    if (ringBandwidth(h, c) >= bw && misses(c) == fewest) out.push_back(std::move(c));
+  return out;
+}
+
+void summarise(const HostView& h, RingSearch* r) {
+  r->bwPerChannel = h.size() > 0 ? kLocalBandwidth : 0;
+  for (const auto& ring : r->rings) {
+    if (h.size() > 0) r->bwPerChannel = std::min(r->bwPerChannel, ringBandwidth(h, ring));
+    for (size_t i = 0; ring.size() > 1 && i < ring.size(); ++i)
+      r->worstType = std::max(r->worstType, h.path(ring[i], ring[(i + 1) % ring.size()]).type);
+  }
+  const std::vector<int>& ring = r->rings.empty() ? std::vector<int>{} : r->rings[0];
+  for (size_t i = 0; ring.size() > 1 && i < ring.size(); ++i)
+    r->socketCrossings += cpuOf(h.t, h.node(ring[i])) != cpuOf(h.t, h.node(ring[(i + 1) % ring.size()]));
+}
+
+int netByDev(const HostView& h, int dev) {
+  for (int n : h.nets)
+    if (h.t.node(n).dev == dev) return n;
+  return -1;
 }
 
 }  // namespace
 
+PathType netClass(const Topology& host, int localGpu) {
+  HostView h(host);
+  return h.netType[static_cast<size_t>(localGpu)];
+}
+
 RingSearch searchRings(const Topology& t, int channels) {
   RingSearch r;
-  const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
-  const int g = static_cast<int>(gpus.size());
+  const HostView h(t);
   channels = std::max(1, channels);
-  std::vector<std::vector<int>> base;
-  std::vector<std::vector<int>> cycles = nvlinkCycles(t, gpus, &r.searchSteps);
-  if (!cycles.empty()) {
-    std::stable_sort(cycles.begin(), cycles.end(), [&](const auto& a, const auto& b) {
-      return ringBandwidth(t, gpus, a) > ringBandwidth(t, gpus, b);
-    });
-    const double best = ringBandwidth(t, gpus, cycles[0]);
-    for (const auto& c : cycles)
-      if (ringBandwidth(t, gpus, c) >= best) base.push_back(c);  // only the fastest cycles
-    r.nvlinkOnly = true;
-  } else {
-    std::vector<int> order = socketOrder(t, gpus);
-    base.push_back(order);
+  std::vector<std::vector<int>> bases = fastestCycles(h, nvlinkCycles(h, &r.searchSteps));
+  r.nvlinkOnly = !bases.empty();
+  if (bases.empty()) {
+    std::vector<int> order = socketOrder(h);
+    bases.push_back(order);
     std::reverse(order.begin(), order.end());
-    if (g > 2) base.push_back(order);  // the other direction uses the other half of each link
+    if (h.size() > 2) bases.push_back(order);  // the other direction uses the other half of each link
   }
-  // Channel c: base ring c mod |base|, rotated to start at a GPU close to a NET.
-  const std::vector<int> nets = t.nodesOf(NodeType::kNet);
-  PathType bestNetType = PathType::kDis;
-  std::vector<int> nearNet;
-  for (int i = 0; i < g; ++i) {
-    PathType type;
-    closestNet(t, gpus[static_cast<size_t>(i)], nets, &type);
-    if (type < bestNetType) nearNet.clear(), bestNetType = type;
-    if (type == bestNetType && type != PathType::kDis) nearNet.push_back(i);
-  }
+  Opener opener(h, bases.size());
   for (int c = 0; c < channels; ++c) {
-    std::vector<int> ring = g > 0 ? base[static_cast<size_t>(c) % base.size()] : std::vector<int>{};
-    int net = -1;
-    if (!nearNet.empty()) {
-      const int start = nearNet[static_cast<size_t>(c) % nearNet.size()];
-      std::rotate(ring.begin(), std::find(ring.begin(), ring.end(), start), ring.end());
-      net = closestNet(t, gpus[static_cast<size_t>(start)], nets, nullptr);
-    }
+    const Opening o = h.size() > 0 ? opener.best(bases) : Opening{};
+    opener.use(o);
+    std::vector<int> ring = bases[static_cast<size_t>(o.base)];
+    std::rotate(ring.begin(), ring.begin() + o.rotation, ring.end());
     r.rings.push_back(ring);
-    r.nets.push_back(net);
+    r.chains.push_back(ring);
+    r.netIn.push_back(o.netIn < 0 ? -1 : h.nets[static_cast<size_t>(o.netIn)]);
+    r.netOut.push_back(o.netOut < 0 ? -1 : h.nets[static_cast<size_t>(o.netOut)]);
   }
-  r.bwPerChannel = g > 0 ? ringBandwidth(t, gpus, r.rings[0]) : 0;
-  const std::vector<int>& ring = r.rings[0];
-  for (size_t i = 0; ring.size() > 1 && i < ring.size(); ++i) {
-    const int a = gpus[static_cast<size_t>(ring[i])], b = gpus[static_cast<size_t>(ring[(i + 1) % ring.size()])];
-    r.worstType = std::max(r.worstType, t.path(a, b).type);
-    r.socketCrossings += cpuOf(t, a) != cpuOf(t, b);
-  }
+  summarise(h, &r);
   return r;
 }
 
-ChannelPlan buildChannelPlan(const Topology& host, int nnodes, int channels) {
-  ChannelPlan plan;
-  plan.intra = searchRings(host, channels);
-  plan.ranksPerNode = static_cast<int>(host.nodesOf(NodeType::kGpu).size());
-  plan.nnodes = nnodes;
-  plan.nranks = nnodes * plan.ranksPerNode;
-  NodeTree tree0, tree1;
-  doubleBinaryTree(nnodes, &tree0, &tree1);
-  for (size_t c = 0; c < plan.intra.rings.size(); ++c) {
-    const std::vector<int>& local = plan.intra.rings[c];
-    std::vector<int> ring;
-    std::vector<std::vector<int>> chains(static_cast<size_t>(nnodes));
-    for (int node = 0; node < nnodes; ++node)
-      for (int l : local) {
-        ring.push_back(node * plan.ranksPerNode + l);
-        chains[static_cast<size_t>(node)].push_back(node * plan.ranksPerNode + l);
-      }
-    plan.rings.push_back(std::move(ring));
-    plan.trees.push_back(rankTree(c % 2 == 0 ? tree0 : tree1, chains, plan.nranks));
+RingSearch imposeRings(const Topology& t, int channels, const ImposedGraphs& graphs) {
+  if (graphs.rings.empty()) return searchRings(t, channels);
+  RingSearch r;
+  const HostView h(t);
+  r.imposed = true;
+  for (int c = 0; c < std::max(1, channels); ++c) {
+    const GraphChannel& ring = graphs.rings[static_cast<size_t>(c) % graphs.rings.size()];
+    r.rings.push_back(ring.gpus);
+    r.chains.push_back(graphs.trees.empty() ? ring.gpus
+                                            : graphs.trees[static_cast<size_t>(c) % graphs.trees.size()].gpus);
+    r.netIn.push_back(netByDev(h, ring.netIn));
+    r.netOut.push_back(netByDev(h, ring.netOut >= 0 ? ring.netOut : ring.netIn));
   }
-  return plan;
+  summarise(h, &r);
+  r.nvlinkOnly = r.worstType <= PathType::kNvl && h.size() > 1;
+  return r;
 }
 
 }  // namespace weft::graph

@@ -122,12 +122,12 @@ void Topology::computePaths() {
         pciSwitches += nodes_[mid].type == NodeType::kPci;
         cpus += nodes_[mid].type == NodeType::kCpu;
       }
-      p.type = net             ? PathType::kNet
-               : allNvl        ? (viaGpu ? PathType::kNvb : PathType::kNvl)
+      p.type = net                   ? PathType::kNet
+               : allNvl              ? (viaGpu ? PathType::kNvb : PathType::kNvl)
                : sysLink || cpus > 1 ? PathType::kSys
-               : cpus == 1     ? PathType::kPhb
-               : pciSwitches > 1 ? PathType::kPxb
-                                 : PathType::kPix;
+               : cpus == 1           ? PathType::kPhb
+               : pciSwitches > 1     ? PathType::kPxb
+                                     : PathType::kPix;
     }
   }
 }

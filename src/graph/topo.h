@@ -34,10 +34,10 @@ struct Link {
 
 struct Node {
   NodeType type = NodeType::kCpu;
-  std::string id;  // PCI bus id for devices, numa id for CPUs, name for NICs
-  int dev = -1;    // GPU or NIC device index, CPU numa id
-  int rank = -1;   // GPUs: the rank that drives it (-1: none)
-  int sm = 0;      // GPUs: compute capability x 10
+  std::string id;            // PCI bus id for devices, numa id for CPUs, name for NICs
+  int dev = -1;              // GPU or NIC device index, CPU numa id
+  int rank = -1;             // GPUs: the rank that drives it (-1: none)
+  int sm = 0;                // GPUs: compute capability x 10
   std::string arch, vendor;  // CPUs
   int model = 0;             // CPUs: model id (bandwidth of the inter-socket link)
   double speedGbs = 0;       // NETs: port speed
@@ -86,9 +86,9 @@ class Topology {
 };
 
 // Bandwidth conventions (GB/s), from NCCL's published constants.
-double nvlinkBandwidth(int sm);                       // per link
+double nvlinkBandwidth(int sm);                        // per link
 double pciBandwidth(int widthLanes, double gtPerSec);  // a PCI link
-double cpuInterconnectBandwidth(const Node& cpu);     // across sockets
+double cpuInterconnectBandwidth(const Node& cpu);      // across sockets
 constexpr double kLocalBandwidth = 5000.0;
 
 // The host backend's machine, one host of it: one CPU, one NIC and

@@ -148,8 +148,10 @@ void writeChildren(const Topology& t, int id, XmlNode* x) {
   for (size_t i = 0; i < t.nodes().size(); ++i) {
     const Node& n = t.nodes()[i];
     if (n.parent != id) continue;
-    if (n.type == NodeType::kNic && n.id.empty()) writeNets(t, static_cast<int>(i), x->add("nic"));
-    else if (n.type != NodeType::kNet) writePci(t, static_cast<int>(i), x);
+    if (n.type == NodeType::kNic && n.id.empty())
+      writeNets(t, static_cast<int>(i), x->add("nic"));
+    else if (n.type != NodeType::kNet)
+      writePci(t, static_cast<int>(i), x);
   }
 }
 

@@ -27,7 +27,9 @@ class Parser {
     return errorStatus(ncclInvalidArgument, "XML line %d: %s", line, what.c_str());
   }
 
-  bool startsWith(const char* token) const { return s_.compare(pos_, std::char_traits<char>::length(token), token) == 0; }
+  bool startsWith(const char* token) const {
+    return s_.compare(pos_, std::char_traits<char>::length(token), token) == 0;
+  }
 
   void skipSpace() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;

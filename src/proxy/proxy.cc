@@ -64,6 +64,22 @@ bool ProgressEngine::waitIdle(int64_t timeoutNs) const {
   return true;
 }
 
+std::string ProgressEngine::describePending() {
+  std::lock_guard<std::mutex> lock(progressMutex_);
+  takeIncoming();
+  std::string out;
+  for (const LinkWork& w : active_) {
+    const NetLink& l = *w.link;
+    const uint64_t tail = device::loadAcquire(l.fifo.tail), head = device::loadAcquire(l.fifo.head);
+    out += strFormat("%s%s %s on channel %d: %llu steps wanted, %llu posted, %llu complete (FIFO tail %llu, head %llu)",
+                     out.empty() ? "" : "; ", l.isSend ? "send to" : "receive from", l.peerName.c_str(), l.channel,
+                     static_cast<unsigned long long>(l.target), static_cast<unsigned long long>(l.posted),
+                     static_cast<unsigned long long>(l.completed), static_cast<unsigned long long>(tail),
+                     static_cast<unsigned long long>(head));
+  }
+  return out;
+}
+
 Status ProgressEngine::failure() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return failure_;
@@ -157,7 +173,7 @@ Result<bool> ProgressEngine::progressRecv(NetLink& l) {
 
 void ProgressEngine::retireOps(LinkWork& work) {
   while (!work.ops.empty() && work.ops.front().endStep <= work.link->completed) {
-    WEFT_TRACE(log::kProxy, "proxy: op %llu done on channel %d %s rank %d", static_cast<unsigned long long>(
+    WEFT_TRACE(log::kProxy, "proxy of rank %d: op %llu done on channel %d %s rank %d", rank_, static_cast<unsigned long long>(
                    work.ops.front().id), work.link->channel, work.link->isSend ? "to" : "from", work.link->peer);
     work.ops.pop_front();
     outstanding_.fetch_sub(1, std::memory_order_release);
@@ -211,7 +227,9 @@ void ProgressEngine::loop() {
       if (stop_) return;
       if (idle() || stuck()) {
         // Nothing to move (or nothing can move any more): sleep until a post or stop.
-        wake_.wait(lock, [&] { return stop_ || (hasIncoming_.load(std::memory_order_relaxed) && !stuck()); });
+        // Not "until hasIncoming_": a helping data-path thread may already
+        // have taken the new operations without finishing them.
+        wake_.wait(lock, [&] { return stop_ || (!idle() && !stuck()); });
         backoff = Backoff(kProxySpinCount);
         continue;
       }

@@ -59,6 +59,10 @@ class ProgressEngine {
   // be under way, so whoever tears the links down waits here first.
   bool waitIdle(int64_t timeoutNs) const;
   Status failure() const;
+  // What is still in flight, link by link ("send to rank 3 (...) on channel
+  // 1: 5 of 8 steps sent, 4 acknowledged, 6 published by the data path"), for
+  // messages about transfers that do not finish.
+  std::string describePending();
 
  private:
   struct PendingOp {

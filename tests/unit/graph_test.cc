@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "graph/plan.h"
 #include "graph/search.h"
 #include "graph/topo_xml.h"
 
@@ -30,7 +31,7 @@ bool isPermutation(std::vector<int> v, int n) {
 }
 
 const char* const kFixtures[] = {"dgx1_cubemesh.xml", "nvswitch8.xml", "pcie_dual_socket.xml", "gpu1.xml",
-                                 "gpu2_nvlink.xml",   "gpu3_pcie.xml", "multinic.xml"};
+                                 "gpu2_nvlink.xml",   "gpu3_pcie.xml", "multinic.xml",         "pcie_5gpu_2nic.xml"};
 
 TEST(TopologyXml, FixturesLoadAndRoundTrip) {
   for (const char* f : kFixtures) {
@@ -106,7 +107,8 @@ TEST(Search, RingsArePermutationsAndUseNvlinkWhereItExists) {
     EXPECT_EQ(r.nvlinkOnly, hasNvlinkRing);
     if (!hasNvlinkRing) continue;
     for (const auto& ring : r.rings)
-      for (size_t i = 0; i < ring.size(); ++i) EXPECT_EQ(gpuPath(t, ring[i], ring[(i + 1) % ring.size()]), PathType::kNvl);
+      for (size_t i = 0; i < ring.size(); ++i)
+        EXPECT_EQ(gpuPath(t, ring[i], ring[(i + 1) % ring.size()]), PathType::kNvl);
   }
 }
 
@@ -118,19 +120,59 @@ TEST(Search, PcieRingsCrossEachSocketBoundaryOnce) {
   EXPECT_EQ(one.socketCrossings, 0);
 }
 
-TEST(Search, ChannelsStartNextToTheirNicsAndSpreadOverThem) {
-  Topology t = load("nvswitch8.xml");
-  RingSearch r = searchRings(t, 8);
-  std::set<int> nets(r.nets.begin(), r.nets.end());
-  EXPECT_EQ(nets.size(), 8u) << "eight channels over eight NICs";
-  const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
+// Across hosts a ring enters each host at its first GPU and leaves from its
+// last: both must be as close to a NIC as the host allows, on every
+// fixture, with the NICs named the closest ones to those GPUs.
+TEST(Search, RingsEnterAndLeaveNextToNics) {
+  for (const char* f : kFixtures) {
+    SCOPED_TRACE(f);
+    Topology t = load(f);
+    const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
+    PathType best = PathType::kDis;
+    for (size_t g = 0; g < gpus.size(); ++g) best = std::min(best, netClass(t, static_cast<int>(g)));
+    RingSearch r = searchRings(t, 8);
+    for (size_t c = 0; c < r.rings.size(); ++c) {
+      const int first = r.rings[c].front(), last = r.rings[c].back();
+      EXPECT_EQ(netClass(t, first), best) << "channel " << c << " enters at GPU " << first;
+      EXPECT_EQ(netClass(t, last), best) << "channel " << c << " leaves from GPU " << last;
+      ASSERT_GE(r.netIn[c], 0);
+      EXPECT_EQ(t.path(r.netIn[c], gpus[static_cast<size_t>(first)]).type, best);
+      EXPECT_EQ(t.path(r.netOut[c], gpus[static_cast<size_t>(last)]).type, best);
+    }
+  }
+}
+
+TEST(Search, ChannelsSpreadOverNicsAndStayOnOneWhenTheyCan) {
+  Topology nvs = load("nvswitch8.xml");
+  RingSearch r = searchRings(nvs, 8);
+  EXPECT_EQ(std::set<int>(r.netIn.begin(), r.netIn.end()).size(), 8u) << "eight channels enter by eight NICs";
+  EXPECT_EQ(std::set<int>(r.netOut.begin(), r.netOut.end()).size(), 8u) << "and leave by eight";
+  const std::vector<int> gpus = nvs.nodesOf(NodeType::kGpu);
   for (size_t c = 0; c < r.rings.size(); ++c)
-    EXPECT_EQ(t.path(r.nets[c], gpus[static_cast<size_t>(r.rings[c][0])]).type, PathType::kPix)
+    EXPECT_EQ(nvs.path(r.netIn[c], gpus[static_cast<size_t>(r.rings[c][0])]).type, PathType::kPix)
         << "channel " << c << " starts at a GPU under its NIC's switch";
+  // Two GPUs share each NIC: a ring can enter and leave by the same one.
+  for (const char* f : {"dgx1_cubemesh.xml", "multinic.xml", "pcie_5gpu_2nic.xml"}) {
+    SCOPED_TRACE(f);
+    Topology t = load(f);
+    RingSearch s = searchRings(t, 4);
+    EXPECT_EQ(s.netIn, s.netOut);
+    const size_t nics = t.nodesOf(NodeType::kNet).size();
+    EXPECT_EQ(std::set<int>(s.netIn.begin(), s.netIn.end()).size(), std::min<size_t>(nics, 4)) << "spread";
+  }
+}
+
+TEST(Search, PcieRingsKeepSocketsTogether) {
+  for (const char* f : {"pcie_dual_socket.xml", "multinic.xml", "pcie_5gpu_2nic.xml"}) {
+    SCOPED_TRACE(f);
+    RingSearch r = searchRings(load(f), 4);
+    EXPECT_EQ(r.socketCrossings, 2);
+    EXPECT_FALSE(r.nvlinkOnly);
+  }
 }
 
 TEST(ChannelPlan, MultiNodeRingsAndTrees) {
-  for (const char* f : {"dgx1_cubemesh.xml", "gpu1.xml", "gpu3_pcie.xml"}) {
+  for (const char* f : {"dgx1_cubemesh.xml", "gpu1.xml", "gpu3_pcie.xml", "pcie_5gpu_2nic.xml"}) {
     for (int nodes : {1, 2, 3, 16, 17}) {
       SCOPED_TRACE(std::string(f) + " x" + std::to_string(nodes));
       ChannelPlan p = buildChannelPlan(load(f), nodes, 4);

@@ -67,7 +67,8 @@ TEST(RankTree, ChainsJoinedThroughHeadsWithAtMostThreeChildren) {
           EXPECT_LE(t.down[static_cast<size_t>(r)].size(), 3u);
           for (int c : t.down[static_cast<size_t>(r)]) EXPECT_EQ(t.up[static_cast<size_t>(c)], r);
           int x = r;
-          for (int steps = 0; t.up[static_cast<size_t>(x)] >= 0 && steps <= n; ++steps) x = t.up[static_cast<size_t>(x)];
+          for (int steps = 0; t.up[static_cast<size_t>(x)] >= 0 && steps <= n; ++steps)
+            x = t.up[static_cast<size_t>(x)];
           reached.insert(x);
         }
         EXPECT_EQ(roots, 1) << nnodes << "x" << perNode;
