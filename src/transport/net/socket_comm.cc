@@ -19,6 +19,14 @@ PieceLayout pieceLayout(int64_t bytes, int nSockets, uint64_t sequence) {
   return layout;
 }
 
+Piece pieceAt(const PieceLayout& layout, int64_t bytes, int nSockets, int index) {
+  Piece piece;
+  piece.offset = index * layout.pieceBytes;
+  piece.bytes = std::min(layout.pieceBytes, bytes - piece.offset);
+  piece.socket = (layout.first + index) % nSockets;
+  return piece;
+}
+
 // Threads that move pieces on data sockets with blocking calls. Socket s is
 // always served by thread s % nThreads, and each thread runs its tasks in
 // queue order, so every socket sees its pieces in message order on both ends.
@@ -161,10 +169,9 @@ void SocketComm::queuePieces(Request& r) {
   r.piecesLeft.store(layout.count, std::memory_order_relaxed);
   r.piecesQueued = true;
   for (int i = 0; i < layout.count; ++i) {
-    const int64_t offset = i * layout.pieceBytes;
-    const int64_t bytes = std::min(layout.pieceBytes, r.size - offset);
-    const size_t socket = static_cast<size_t>((layout.first + i) % static_cast<int>(data_.size()));
-    helpers_->push(socket, {&data_[socket], r.data + offset, bytes, isSend_, &r});
+    const Piece piece = pieceAt(layout, r.size, static_cast<int>(data_.size()), i);
+    const size_t socket = static_cast<size_t>(piece.socket);
+    helpers_->push(socket, {&data_[socket], r.data + piece.offset, piece.bytes, isSend_, &r});
   }
 }
 

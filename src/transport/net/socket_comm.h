@@ -39,6 +39,16 @@ struct PieceLayout {
 };
 PieceLayout pieceLayout(int64_t bytes, int nSockets, uint64_t sequence);
 
+// Piece `index` of a message of `bytes` split by `layout` over `nSockets`:
+// where it starts in the message, its length and its socket. Both ends and
+// the tests compute pieces only through this.
+struct Piece {
+  int64_t offset;
+  int64_t bytes;
+  int socket;
+};
+Piece pieceAt(const PieceLayout& layout, int64_t bytes, int nSockets, int index);
+
 class HelperPool;
 class SocketComm;
 
