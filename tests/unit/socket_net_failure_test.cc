@@ -1,0 +1,212 @@
+// The socket network when the other end goes away: a comm closed in this
+// process, or a peer process that exits or is killed mid-transfer. The side
+// left behind must see an error (ncclRemoteError or ncclSystemError) from
+// `test` within a bounded time, with words in socketNetLastError().
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+
+#include "net_test_util.h"
+
+namespace weft::testing {
+namespace {
+
+using transport::socketNetLastError;
+
+constexpr int64_t kMessageBytes = 4 * 1024 * 1024;
+constexpr int kWindow = 8;
+constexpr int kDeadlineSec = 10;
+
+// One side of an endless stream of kMessageBytes messages, kWindow in flight,
+// progressed by pump(): what it did, and the error that ended it.
+class Stream {
+ public:
+  Stream(const weftNet_v8_t& api, void* comm, void* mhandle, bool isSend)
+      : api_(api), comm_(comm), mhandle_(mhandle), isSend_(isSend) {
+    for (int i = 0; i < kWindow; ++i) buffers_.push_back(patternMessage(0, kMessageBytes));
+  }
+
+  // Posts what fits and tests the oldest request once; false once failed.
+  bool pump() {
+    while (inFlight_.size() < kWindow) {
+      std::vector<uint8_t>& buffer = buffers_[posted_ % kWindow];
+      void* request = nullptr;
+      ncclResult_t rc;
+      if (isSend_) {
+        rc = api_.isend(comm_, buffer.data(), kMessageBytes, 0, mhandle_, &request);
+      } else {
+        std::fill(buffer.begin(), buffer.end(), 0);  // so a complete receive must have written it all
+        void* data = buffer.data();
+        int size = kMessageBytes, tag = 0;
+        rc = api_.irecv(comm_, 1, &data, &size, &tag, &mhandle_, &request);
+      }
+      if (rc != ncclSuccess) return finish(rc);
+      if (request == nullptr) break;
+      inFlight_.push_back(request);
+      ++posted_;
+    }
+    int done = 0, size = 0;
+    const ncclResult_t rc = api_.test(inFlight_.front(), &done, &size);
+    if (rc != ncclSuccess) return finish(rc);
+    if (done) {
+      inFlight_.pop_front();
+      EXPECT_EQ(size, kMessageBytes);
+      // Every complete receive is whole: the sender's buffers all hold message 0's pattern.
+      if (!isSend_) {
+        EXPECT_EQ(firstMismatch(buffers_[completed_ % kWindow].data(), 0, kMessageBytes), -1);
+      }
+      ++completed_;
+    }
+    return true;
+  }
+
+  // Pumps until the stream fails or kDeadlineSec pass; true when it failed.
+  bool pumpUntilError() {
+    const Deadline deadline = Deadline::afterSec(kDeadlineSec);
+    while (!deadline.expired())
+      if (!pump()) return true;
+    return false;
+  }
+
+  ncclResult_t error() const { return error_; }
+  int64_t completed() const { return completed_; }
+  std::string lastError() const { return lastError_; }
+
+ private:
+  bool finish(ncclResult_t rc) {
+    error_ = rc;
+    lastError_ = socketNetLastError();  // per thread: read it where the call failed
+    return false;
+  }
+
+  const weftNet_v8_t& api_;
+  void* comm_;
+  void* mhandle_;
+  bool isSend_;
+  std::vector<std::vector<uint8_t>> buffers_;
+  std::deque<void*> inFlight_;
+  int64_t posted_ = 0;
+  int64_t completed_ = 0;
+  ncclResult_t error_ = ncclSuccess;
+  std::string lastError_;
+};
+
+void expectPeerGoneError(const Stream& survivor) {
+  EXPECT_TRUE(survivor.error() == ncclRemoteError || survivor.error() == ncclSystemError) << "got " << survivor.error();
+  EXPECT_FALSE(survivor.lastError().empty());
+}
+
+std::string threadsName(const ::testing::TestParamInfo<const char*>& threads) {
+  return std::string(threads.param) + "Threads";
+}
+
+class PeerVanishes : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    ScopedEnv threads("NCCL_SOCKET_NTHREADS", GetParam());
+    ASSERT_NO_FATAL_FAILURE(connectPair(&pair_));
+  }
+  CommPair pair_;
+};
+
+TEST_P(PeerVanishes, ReceiverClosedWhileMessagesAreInFlight) {
+  Stream sender(*pair_.api, pair_.send, pair_.sendMr, true);
+  Stream receiver(*pair_.api, pair_.recv, pair_.recvMr, false);
+  while (receiver.completed() < 3) {
+    ASSERT_TRUE(sender.pump()) << sender.lastError();
+    ASSERT_TRUE(receiver.pump()) << receiver.lastError();
+  }
+  pair_.closeRecv();  // with receives posted and sends under way
+  ASSERT_TRUE(sender.pumpUntilError()) << "the sender saw nothing wrong in " << kDeadlineSec << " s";
+  expectPeerGoneError(sender);
+}
+
+TEST_P(PeerVanishes, SenderClosedWhileMessagesAreInFlight) {
+  Stream sender(*pair_.api, pair_.send, pair_.sendMr, true);
+  Stream receiver(*pair_.api, pair_.recv, pair_.recvMr, false);
+  while (receiver.completed() < 3) {
+    ASSERT_TRUE(sender.pump()) << sender.lastError();
+    ASSERT_TRUE(receiver.pump()) << receiver.lastError();
+  }
+  pair_.closeSend();
+  ASSERT_TRUE(receiver.pumpUntilError()) << "the receiver saw nothing wrong in " << kDeadlineSec << " s";
+  expectPeerGoneError(receiver);
+}
+
+TEST_P(PeerVanishes, ReceiverClosedBeforeReceivingAnything) {
+  Stream sender(*pair_.api, pair_.send, pair_.sendMr, true);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(sender.pump());
+  pair_.closeRecv();
+  ASSERT_TRUE(sender.pumpUntilError()) << "the sender saw nothing wrong in " << kDeadlineSec << " s";
+  expectPeerGoneError(sender);
+}
+
+// A child process connects and streams messages until it dies: by _exit
+// after a few messages, or killed by the parent mid-transfer.
+enum class Death { kExit, kKill };
+
+void childSender(const char* handle, int messagesBeforeExit) {
+  const weftNet_v8_t& api = loopbackNet();
+  void* send = nullptr;
+  void* mhandle = nullptr;
+  weftNetDeviceHandle_v8_t* devComm = nullptr;
+  char copy[kNetHandleBytes];
+  std::memcpy(copy, handle, sizeof(copy));
+  if (api.connect(0, copy, &send, &devComm) != ncclSuccess || send == nullptr) _exit(2);
+  if (api.regMr(send, nullptr, 0, kNetPtrHost, &mhandle) != ncclSuccess) _exit(3);
+  Stream stream(api, send, mhandle, true);
+  while (stream.pump())
+    if (messagesBeforeExit > 0 && stream.completed() >= messagesBeforeExit) _exit(0);  // mid-stream
+  _exit(4);
+}
+
+void peerProcessDies(const char* threads, Death death) {
+  ScopedEnv threadSetting("NCCL_SOCKET_NTHREADS", threads);
+  const weftNet_v8_t& api = loopbackNet();
+  char handle[kNetHandleBytes] = {};
+  void* listenComm = nullptr;
+  ASSERT_EQ(api.listen(0, handle, &listenComm), ncclSuccess);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) childSender(handle, death == Death::kExit ? 5 : 0);
+  void* recv = nullptr;
+  void* mhandle = nullptr;
+  weftNetDeviceHandle_v8_t* devComm = nullptr;
+  const Deadline deadline = Deadline::afterSec(kDeadlineSec);
+  while (recv == nullptr && !deadline.expired()) ASSERT_EQ(api.accept(listenComm, &recv, &devComm), ncclSuccess);
+  EXPECT_EQ(api.closeListen(listenComm), ncclSuccess);
+  ASSERT_NE(recv, nullptr);
+  ASSERT_EQ(api.regMr(recv, nullptr, 0, kNetPtrHost, &mhandle), ncclSuccess);
+  {
+    Stream receiver(api, recv, mhandle, false);
+    while (receiver.completed() < 2 && !deadline.expired()) ASSERT_TRUE(receiver.pump()) << receiver.lastError();
+    if (death == Death::kKill) kill(child, SIGKILL);
+    ASSERT_TRUE(receiver.pumpUntilError()) << "the receiver saw nothing wrong in " << kDeadlineSec << " s";
+    expectPeerGoneError(receiver);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  if (death == Death::kExit)
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  else
+    EXPECT_TRUE(WIFSIGNALED(status)) << "child status " << status;
+  EXPECT_EQ(api.closeRecv(recv), ncclSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(HelperThreads, PeerVanishes, ::testing::Values("0", "2", "4"), threadsName);
+
+// No fixture: the process forks with no comm (and no helper thread) of its own.
+class PeerProcess : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PeerProcess, ExitsMidTransfer) { ASSERT_NO_FATAL_FAILURE(peerProcessDies(GetParam(), Death::kExit)); }
+
+TEST_P(PeerProcess, KilledMidTransfer) { ASSERT_NO_FATAL_FAILURE(peerProcessDies(GetParam(), Death::kKill)); }
+
+INSTANTIATE_TEST_SUITE_P(HelperThreads, PeerProcess, ::testing::Values("0", "2", "4"), threadsName);
+
+}  // namespace
+}  // namespace weft::testing
