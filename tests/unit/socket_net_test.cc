@@ -54,6 +54,9 @@ TEST(PieceLayout, PiecesCoverTheMessageAtLeastMinimumSizeOnAtMostEverySocket) {
         socketUsed[static_cast<size_t>(piece.socket)] = true;
         EXPECT_EQ(piece.offset, covered) << "piece " << i << " leaves a gap or overlaps";
         EXPECT_GT(piece.bytes, 0) << "piece " << i;
+        if (bytes >= kMinPieceBytes) {
+          EXPECT_GE(piece.bytes, kMinPieceBytes) << "piece " << i;
+        }
         covered = piece.offset + piece.bytes;
       }
       EXPECT_EQ(covered, bytes);

@@ -12,9 +12,14 @@ namespace weft::transport::socknet {
 PieceLayout pieceLayout(int64_t bytes, int nSockets, uint64_t sequence) {
   PieceLayout layout;
   if (nSockets <= 0 || bytes <= 0) return layout;
-  const int64_t wanted = (bytes + kMinPieceBytes - 1) / kMinPieceBytes;
+  // As many pieces as fit whole minimum pieces (rounding down: rounding up
+  // split a 64 KiB + 1 message into two pieces of 32 KiB), at least one.
+  const int64_t wanted = std::max<int64_t>(1, bytes / kMinPieceBytes);
   layout.count = static_cast<int>(std::min<int64_t>(wanted, nSockets));
-  layout.pieceBytes = (bytes + layout.count - 1) / layout.count;
+  // Rounded down, so the pieces before the last are no longer than the last:
+  // with rounding up the last piece came up to count - 1 bytes short of the
+  // minimum.
+  layout.pieceBytes = bytes / layout.count;
   layout.first = static_cast<int>(sequence % static_cast<uint64_t>(nSockets));
   return layout;
 }
@@ -22,7 +27,7 @@ PieceLayout pieceLayout(int64_t bytes, int nSockets, uint64_t sequence) {
 Piece pieceAt(const PieceLayout& layout, int64_t bytes, int nSockets, int index) {
   Piece piece;
   piece.offset = index * layout.pieceBytes;
-  piece.bytes = std::min(layout.pieceBytes, bytes - piece.offset);
+  piece.bytes = index == layout.count - 1 ? bytes - piece.offset : layout.pieceBytes;
   piece.socket = (layout.first + index) % nSockets;
   return piece;
 }

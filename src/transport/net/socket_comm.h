@@ -29,9 +29,10 @@ constexpr int64_t kInlineBytes = 64 * 1024;
 constexpr int64_t kMinPieceBytes = 64 * 1024;
 
 // How a message of `bytes` is split over `nSockets` data sockets: `count`
-// pieces of `pieceBytes` (the last one shorter), piece i on socket
-// (first + i) % nSockets. first rotates with the message sequence so that
-// consecutive messages use different sockets.
+// pieces of `pieceBytes` (the last one longer by the remainder, < count
+// bytes), piece i on socket (first + i) % nSockets. Every piece of a message
+// of at least kMinPieceBytes is at least that long. first rotates with the
+// message sequence so that consecutive messages use different sockets.
 struct PieceLayout {
   int count = 0;
   int64_t pieceBytes = 0;
