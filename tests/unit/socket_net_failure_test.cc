@@ -3,6 +3,7 @@
 // left behind must see an error (ncclRemoteError or ncclSystemError) from
 // `test` within a bounded time, with words in socketNetLastError().
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <deque>
 
 #include "net_test_util.h"
+#include "transport/net/socket_comm.h"
 
 namespace weft::testing {
 namespace {
@@ -147,6 +149,43 @@ TEST_P(PeerVanishes, SenderClosedWhileMessagesAreInFlight) {
   pair_.closeSend();
   ASSERT_TRUE(receiver.pumpUntilError()) << "the receiver saw nothing wrong in " << kDeadlineSec << " s";
   expectPeerGoneError(receiver);
+}
+
+// A piece whose socket fails is not counted as moved, so its message never
+// completes. (It once was: a `test` that had just checked for failure could
+// then see every piece "done" and report a receive complete with bytes
+// missing; a peer killed mid-transfer showed it now and then.) Driven on a
+// receive comm over socket pairs, so the peer's half piece is exact.
+TEST(SocketComm, AFailedPieceDoesNotCountAsMoved) {
+  int control[2], data[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, control), 0);
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, data), 0);
+  std::vector<Socket> dataSockets;
+  dataSockets.emplace_back(data[0]);
+  transport::socknet::SocketComm comm(false, Socket(control[0]), std::move(dataSockets), 1, "a test peer");
+  Socket peerControl(control[1]);
+  Socket peerData(data[1]);
+  constexpr int64_t kBytes = 1024 * 1024;
+  std::vector<uint8_t> buffer(kBytes);
+  transport::socknet::Request* request = comm.post(buffer.data(), kBytes);
+  ASSERT_NE(request, nullptr);
+  const int64_t header = kBytes;
+  ASSERT_TRUE(peerControl.sendAll(&header, sizeof(header), Deadline::afterSec(5)).ok());
+  bool done = false;
+  int64_t bytes = 0;
+  Status status = comm.test(request, &done, &bytes);  // takes the header and hands the piece to the helper
+  ASSERT_TRUE(status.ok()) << status.message();
+  const std::vector<uint8_t> half = patternMessage(0, kBytes / 2);
+  ASSERT_TRUE(peerData.sendAll(half.data(), half.size(), Deadline::afterSec(5)).ok());
+  peerData.close();  // the peer vanishes halfway through the only piece
+  const Deadline deadline = Deadline::afterSec(kDeadlineSec);
+  while (status.ok() && !done && !deadline.expired()) status = comm.test(request, &done, &bytes);
+  EXPECT_FALSE(done) << "a receive completed with half its bytes";
+  ASSERT_FALSE(status.ok()) << "no error in " << kDeadlineSec << " s";
+  EXPECT_EQ(status.code(), ncclRemoteError) << status.message();
+  // The helper thread has failed the comm; give it time to (wrongly) count the piece.
+  for (int i = 0; i < 100 && request->piecesLeft.load() > 0; ++i) usleep(1000);
+  EXPECT_EQ(request->piecesLeft.load(), 1) << "the failed piece was counted as moved";
 }
 
 TEST_P(PeerVanishes, ReceiverClosedBeforeReceivingAnything) {

@@ -80,7 +80,14 @@ class HelperPool {
       // A blocked call ends when the peer moves data or the comm is shut down.
       Status s = task.send ? task.socket->sendAll(task.data, static_cast<size_t>(task.bytes), Deadline::never())
                            : task.socket->recvAll(task.data, static_cast<size_t>(task.bytes), Deadline::never());
-      if (!s.ok()) comm_->fail(s);
+      if (!s.ok()) {
+        // A failed piece is not moved: leave it counted, so its message
+        // never completes. (Counting it let a test() that had already
+        // checked failed_ see every piece done and report the message
+        // complete with bytes missing.) The comm's failure ends every wait.
+        comm_->fail(s);
+        continue;
+      }
       // Release: the piece's bytes are in memory before the proxy sees it done.
       task.request->piecesLeft.fetch_sub(1, std::memory_order_release);
     }
