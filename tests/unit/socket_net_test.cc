@@ -336,5 +336,40 @@ TEST(SocketNet, StrangersWithoutTheCookieAreDroppedAndThePeerStillConnects) {
   ASSERT_NO_FATAL_FAILURE(transfer(pair, {3, kMiB + 3, 64 * kKiB, 8 * kMiB}, 4));
 }
 
+// accept never blocks (the plugin contract): a stranger who connects and
+// says nothing, or half a hello, must not hold up the peer's connections.
+TEST(SocketNet, SilentStrangersDoNotHoldUpAccept) {
+  ScopedEnv threads("NCCL_SOCKET_NTHREADS", "2");
+  const weftNet_v8_t& api = loopbackNet();
+  char handle[kNetHandleBytes] = {};
+  void* listenComm = nullptr;
+  ASSERT_EQ(api.listen(0, handle, &listenComm), ncclSuccess);
+  const SocketAddress address = listeningAddress();
+  ASSERT_TRUE(address.valid());
+  Result<Socket> silent = Socket::connect(address, Deadline::afterSec(5));
+  Result<Socket> halting = Socket::connect(address, Deadline::afterSec(5));
+  ASSERT_TRUE(silent.ok() && halting.ok());
+  const char halfHello[5] = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(halting.value().sendAll(halfHello, sizeof(halfHello), Deadline::afterSec(5)).ok());
+
+  CommPair pair;
+  pair.api = &api;
+  weftNetDeviceHandle_v8_t* devComm = nullptr;
+  ASSERT_EQ(api.connect(0, handle, &pair.send, &devComm), ncclSuccess) << socketNetLastError();
+  const Deadline deadline = Deadline::afterSec(20);
+  int64_t longestCallNs = 0;
+  while (pair.recv == nullptr && !deadline.expired()) {
+    const int64_t start = nowNs();
+    ASSERT_EQ(api.accept(listenComm, &pair.recv, &devComm), ncclSuccess) << socketNetLastError();
+    longestCallNs = std::max(longestCallNs, nowNs() - start);
+  }
+  EXPECT_EQ(api.closeListen(listenComm), ncclSuccess);
+  ASSERT_NE(pair.recv, nullptr);
+  EXPECT_LT(longestCallNs, 2000000000) << "an accept call blocked for " << longestCallNs / 1000000 << " ms";
+  ASSERT_EQ(api.regMr(pair.send, nullptr, 0, kNetPtrHost, &pair.sendMr), ncclSuccess);
+  ASSERT_EQ(api.regMr(pair.recv, nullptr, 0, kNetPtrHost, &pair.recvMr), ncclSuccess);
+  ASSERT_NO_FATAL_FAILURE(transfer(pair, {3, kMiB + 3}, 2));
+}
+
 }  // namespace
 }  // namespace weft::testing
