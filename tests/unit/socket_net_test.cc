@@ -127,7 +127,7 @@ void transfer(CommPair& pair, const std::vector<int64_t>& sizes, int window, uin
       ASSERT_EQ(api.test(sendReq[sendsDone], &done, &size), ncclSuccess) << socketNetLastError();
       if (done) {
         EXPECT_EQ(size, sizes[sendsDone]) << "send " << sendsDone;
-        ++sendsDone;
+        out[sendsDone++] = {};  // the network is done with it
       }
     }
     if (recvsDone < recvsPosted) {
@@ -140,7 +140,6 @@ void transfer(CommPair& pair, const std::vector<int64_t>& sizes, int window, uin
         for (int64_t i = sizes[m]; i < capacity(m) + kCanary; ++i)
           ASSERT_EQ(in[m][static_cast<size_t>(i)], 0xA5) << "message " << m << " wrote past its end at " << i;
         in[m] = {};
-        out[m] = {};
       }
     }
   }
