@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <optional>
 
 #include "net_test_util.h"
 #include "transport/net/socket_comm.h"
@@ -123,13 +124,18 @@ class PeerVanishes : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     ScopedEnv threads("NCCL_SOCKET_NTHREADS", GetParam());
     ASSERT_NO_FATAL_FAILURE(connectPair(&pair_));
+    sender_.emplace(*pair_.api, pair_.send, pair_.sendMr, true);
+    receiver_.emplace(*pair_.api, pair_.recv, pair_.recvMr, false);
   }
+  // Declared before the comms, so their buffers outlive them: a failed
+  // comm's helper threads may write into posted receives until it closes.
+  std::optional<Stream> sender_, receiver_;
   CommPair pair_;
 };
 
 TEST_P(PeerVanishes, ReceiverClosedWhileMessagesAreInFlight) {
-  Stream sender(*pair_.api, pair_.send, pair_.sendMr, true);
-  Stream receiver(*pair_.api, pair_.recv, pair_.recvMr, false);
+  Stream& sender = *sender_;
+  Stream& receiver = *receiver_;
   while (receiver.completed() < 3) {
     ASSERT_TRUE(sender.pump()) << sender.lastError();
     ASSERT_TRUE(receiver.pump()) << receiver.lastError();
@@ -140,8 +146,8 @@ TEST_P(PeerVanishes, ReceiverClosedWhileMessagesAreInFlight) {
 }
 
 TEST_P(PeerVanishes, SenderClosedWhileMessagesAreInFlight) {
-  Stream sender(*pair_.api, pair_.send, pair_.sendMr, true);
-  Stream receiver(*pair_.api, pair_.recv, pair_.recvMr, false);
+  Stream& sender = *sender_;
+  Stream& receiver = *receiver_;
   while (receiver.completed() < 3) {
     ASSERT_TRUE(sender.pump()) << sender.lastError();
     ASSERT_TRUE(receiver.pump()) << receiver.lastError();
@@ -160,13 +166,13 @@ TEST(SocketComm, AFailedPieceDoesNotCountAsMoved) {
   int control[2], data[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, control), 0);
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, data), 0);
+  constexpr int64_t kBytes = 1024 * 1024;
+  std::vector<uint8_t> buffer(kBytes);  // outlives the comm and its helper
   std::vector<Socket> dataSockets;
   dataSockets.emplace_back(data[0]);
   transport::socknet::SocketComm comm(false, Socket(control[0]), std::move(dataSockets), 1, "a test peer");
   Socket peerControl(control[1]);
   Socket peerData(data[1]);
-  constexpr int64_t kBytes = 1024 * 1024;
-  std::vector<uint8_t> buffer(kBytes);
   transport::socknet::Request* request = comm.post(buffer.data(), kBytes);
   ASSERT_NE(request, nullptr);
   const int64_t header = kBytes;
@@ -189,12 +195,14 @@ TEST(SocketComm, AFailedPieceDoesNotCountAsMoved) {
 }
 
 TEST_P(PeerVanishes, ReceiverClosedBeforeReceivingAnything) {
-  Stream sender(*pair_.api, pair_.send, pair_.sendMr, true);
+  Stream& sender = *sender_;
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(sender.pump());
   pair_.closeRecv();
   ASSERT_TRUE(sender.pumpUntilError()) << "the sender saw nothing wrong in " << kDeadlineSec << " s";
   expectPeerGoneError(sender);
 }
+
+INSTANTIATE_TEST_SUITE_P(HelperThreads, PeerVanishes, ::testing::Values("0", "2", "4"), threadsName);
 
 // A child process connects and streams messages until it dies: by _exit
 // after a few messages, or killed by the parent mid-transfer.
@@ -215,45 +223,55 @@ void childSender(const char* handle, int messagesBeforeExit) {
   _exit(4);
 }
 
+// Kills and reaps the child however the test ends.
+struct ChildProcess {
+  pid_t pid = -1;
+  bool reaped = false;
+  ~ChildProcess() {
+    if (pid <= 0 || reaped) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+};
+
 void peerProcessDies(const char* threads, Death death) {
   ScopedEnv threadSetting("NCCL_SOCKET_NTHREADS", threads);
   const weftNet_v8_t& api = loopbackNet();
   char handle[kNetHandleBytes] = {};
   void* listenComm = nullptr;
   ASSERT_EQ(api.listen(0, handle, &listenComm), ncclSuccess);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) childSender(handle, death == Death::kExit ? 5 : 0);
-  void* recv = nullptr;
-  void* mhandle = nullptr;
+  ChildProcess child;
+  child.pid = fork();
+  ASSERT_GE(child.pid, 0);
+  if (child.pid == 0) childSender(handle, death == Death::kExit ? 5 : 0);
+  std::optional<Stream> receiver;  // outlives the comm (see PeerVanishes)
+  CommPair comm;
+  comm.api = &api;
   weftNetDeviceHandle_v8_t* devComm = nullptr;
   const Deadline deadline = Deadline::afterSec(kDeadlineSec);
-  while (recv == nullptr && !deadline.expired()) ASSERT_EQ(api.accept(listenComm, &recv, &devComm), ncclSuccess);
+  while (comm.recv == nullptr && !deadline.expired())
+    ASSERT_EQ(api.accept(listenComm, &comm.recv, &devComm), ncclSuccess);
   EXPECT_EQ(api.closeListen(listenComm), ncclSuccess);
-  ASSERT_NE(recv, nullptr);
-  ASSERT_EQ(api.regMr(recv, nullptr, 0, kNetPtrHost, &mhandle), ncclSuccess);
-  {
-    Stream receiver(api, recv, mhandle, false);
-    if (death == Death::kKill) {
-      // Killed once data is flowing. (A child that exits on its own may be
-      // gone before anything is received: once the comm has failed, every
-      // request reports the failure, even one whose bytes all arrived.)
-      while (receiver.completed() < 2 && !deadline.expired()) ASSERT_TRUE(receiver.pump()) << receiver.lastError();
-      kill(child, SIGKILL);
-    }
-    ASSERT_TRUE(receiver.pumpUntilError()) << "the receiver saw nothing wrong in " << kDeadlineSec << " s";
-    expectPeerGoneError(receiver);
+  ASSERT_NE(comm.recv, nullptr);
+  ASSERT_EQ(api.regMr(comm.recv, nullptr, 0, kNetPtrHost, &comm.recvMr), ncclSuccess);
+  receiver.emplace(api, comm.recv, comm.recvMr, false);
+  if (death == Death::kKill) {
+    // Killed once data is flowing. (A child that exits on its own may be
+    // gone before anything is received: once the comm has failed, every
+    // request reports the failure, even one whose bytes all arrived.)
+    while (receiver->completed() < 2 && !deadline.expired()) ASSERT_TRUE(receiver->pump()) << receiver->lastError();
+    kill(child.pid, SIGKILL);
   }
+  ASSERT_TRUE(receiver->pumpUntilError()) << "the receiver saw nothing wrong in " << kDeadlineSec << " s";
+  expectPeerGoneError(*receiver);
   int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(waitpid(child.pid, &status, 0), child.pid);
+  child.reaped = true;
   if (death == Death::kExit)
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
   else
     EXPECT_TRUE(WIFSIGNALED(status)) << "child status " << status;
-  EXPECT_EQ(api.closeRecv(recv), ncclSuccess);
 }
-
-INSTANTIATE_TEST_SUITE_P(HelperThreads, PeerVanishes, ::testing::Values("0", "2", "4"), threadsName);
 
 // No fixture: the process forks with no comm (and no helper thread) of its own.
 class PeerProcess : public ::testing::TestWithParam<const char*> {};

@@ -253,11 +253,13 @@ class Oversized : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(Oversized, IsAnErrorOnTheReceiverNotACrash) {
   ScopedEnv threads("NCCL_SOCKET_NTHREADS", "2");
+  const int64_t bytes = GetParam();
+  // Before the comms, so the buffers outlive them: the failed receive
+  // comm's helper threads may still be using them until it closes.
+  std::vector<uint8_t> out = patternMessage(0, bytes), in(static_cast<size_t>(bytes / 2) + 64, 0xA5);
   CommPair pair;
   ASSERT_NO_FATAL_FAILURE(connectPair(&pair));
   const weftNet_v8_t& api = *pair.api;
-  const int64_t bytes = GetParam();
-  std::vector<uint8_t> out = patternMessage(0, bytes), in(static_cast<size_t>(bytes / 2) + 64, 0xA5);
   void* send = nullptr;
   void* recv = nullptr;
   ASSERT_EQ(api.isend(pair.send, out.data(), static_cast<int>(bytes), 0, pair.sendMr, &send), ncclSuccess);
