@@ -193,7 +193,10 @@ Result<bool> ProgressEngine::tryProgress() {
 
 Result<bool> ProgressEngine::progressLocked() {
   if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed)) return false;
-  if (failedFlag_ && failedFlag_->load(std::memory_order_acquire)) return failure();
+  if (failedFlag_ && failedFlag_->load(std::memory_order_acquire)) {
+    Status failed = failure();
+    return failed.ok() ? errorStatus(ncclSystemError, "the network failed (flagged outside the proxy)") : failed;
+  }
   takeIncoming();
   bool moved = false;
   for (LinkWork& work : active_) {

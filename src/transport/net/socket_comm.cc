@@ -12,11 +12,24 @@ namespace weft::transport::socknet {
 PieceLayout pieceLayout(int64_t bytes, int nSockets, uint64_t sequence) {
   PieceLayout layout;
   if (nSockets <= 0 || bytes <= 0) return layout;
-  const int64_t wanted = (bytes + kMinPieceBytes - 1) / kMinPieceBytes;
+  // As many pieces as fit whole minimum pieces (rounding down: rounding up
+  // split a 64 KiB + 1 message into two pieces of 32 KiB), at least one.
+  const int64_t wanted = std::max<int64_t>(1, bytes / kMinPieceBytes);
   layout.count = static_cast<int>(std::min<int64_t>(wanted, nSockets));
-  layout.pieceBytes = (bytes + layout.count - 1) / layout.count;
+  // Rounded down, so the pieces before the last are no longer than the last:
+  // with rounding up the last piece came up to count - 1 bytes short of the
+  // minimum.
+  layout.pieceBytes = bytes / layout.count;
   layout.first = static_cast<int>(sequence % static_cast<uint64_t>(nSockets));
   return layout;
+}
+
+Piece pieceAt(const PieceLayout& layout, int64_t bytes, int nSockets, int index) {
+  Piece piece;
+  piece.offset = index * layout.pieceBytes;
+  piece.bytes = index == layout.count - 1 ? bytes - piece.offset : layout.pieceBytes;
+  piece.socket = (layout.first + index) % nSockets;
+  return piece;
 }
 
 // Threads that move pieces on data sockets with blocking calls. Socket s is
@@ -67,7 +80,14 @@ class HelperPool {
       // A blocked call ends when the peer moves data or the comm is shut down.
       Status s = task.send ? task.socket->sendAll(task.data, static_cast<size_t>(task.bytes), Deadline::never())
                            : task.socket->recvAll(task.data, static_cast<size_t>(task.bytes), Deadline::never());
-      if (!s.ok()) comm_->fail(s);
+      if (!s.ok()) {
+        // A failed piece is not moved: leave it counted, so its message
+        // never completes. (Counting it let a test() that had already
+        // checked failed_ see every piece done and report the message
+        // complete with bytes missing.) The comm's failure ends every wait.
+        comm_->fail(s);
+        continue;
+      }
       // Release: the piece's bytes are in memory before the proxy sees it done.
       task.request->piecesLeft.fetch_sub(1, std::memory_order_release);
     }
@@ -161,10 +181,9 @@ void SocketComm::queuePieces(Request& r) {
   r.piecesLeft.store(layout.count, std::memory_order_relaxed);
   r.piecesQueued = true;
   for (int i = 0; i < layout.count; ++i) {
-    const int64_t offset = i * layout.pieceBytes;
-    const int64_t bytes = std::min(layout.pieceBytes, r.size - offset);
-    const size_t socket = static_cast<size_t>((layout.first + i) % static_cast<int>(data_.size()));
-    helpers_->push(socket, {&data_[socket], r.data + offset, bytes, isSend_, &r});
+    const Piece piece = pieceAt(layout, r.size, static_cast<int>(data_.size()), i);
+    const size_t socket = static_cast<size_t>(piece.socket);
+    helpers_->push(socket, {&data_[socket], r.data + piece.offset, piece.bytes, isSend_, &r});
   }
 }
 

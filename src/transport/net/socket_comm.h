@@ -29,15 +29,26 @@ constexpr int64_t kInlineBytes = 64 * 1024;
 constexpr int64_t kMinPieceBytes = 64 * 1024;
 
 // How a message of `bytes` is split over `nSockets` data sockets: `count`
-// pieces of `pieceBytes` (the last one shorter), piece i on socket
-// (first + i) % nSockets. first rotates with the message sequence so that
-// consecutive messages use different sockets.
+// pieces of `pieceBytes` (the last one longer by the remainder, < count
+// bytes), piece i on socket (first + i) % nSockets. Every piece of a message
+// of at least kMinPieceBytes is at least that long. first rotates with the
+// message sequence so that consecutive messages use different sockets.
 struct PieceLayout {
   int count = 0;
   int64_t pieceBytes = 0;
   int first = 0;
 };
 PieceLayout pieceLayout(int64_t bytes, int nSockets, uint64_t sequence);
+
+// Piece `index` of a message of `bytes` split by `layout` over `nSockets`:
+// where it starts in the message, its length and its socket. Both ends and
+// the tests compute pieces only through this.
+struct Piece {
+  int64_t offset;
+  int64_t bytes;
+  int socket;
+};
+Piece pieceAt(const PieceLayout& layout, int64_t bytes, int nSockets, int index);
 
 class HelperPool;
 class SocketComm;

@@ -45,11 +45,20 @@ struct Hello {
   int32_t pad;
 };
 
+// An accepted connection whose hello has not all arrived yet.
+struct PendingHello {
+  Socket socket;
+  Hello hello{};
+  size_t received = 0;  // bytes of hello
+  Deadline deadline = Deadline::never();
+};
+
 struct ListenComm {
   Socket listener;
   Handle handle;
   std::vector<Socket> got;  // by hello index
   int have = 0;
+  std::vector<PendingHello> pending;
 };
 
 thread_local std::string tlsLastError;
@@ -176,7 +185,36 @@ ncclResult_t netConnect(int, void* opaqueHandle, void** sendComm, weftNetDeviceH
   return ncclSuccess;
 }
 
-// Takes whatever connections are waiting; returns the comm once all are in.
+// Reads what has arrived of a pending connection's hello, without waiting.
+// True once the connection is settled: filed under its index, or dropped
+// (closed, silent past kHelloTimeoutMs, or without this listener's cookie).
+bool settleHello(ListenComm* lc, PendingHello* p) {
+  while (p->received < sizeof(p->hello)) {
+    Result<size_t> n =
+        p->socket.recvSome(reinterpret_cast<char*>(&p->hello) + p->received, sizeof(p->hello) - p->received);
+    if (!n.ok()) break;
+    if (n.value() == 0) {
+      if (!p->deadline.expired()) return false;
+      break;
+    }
+    p->received += n.value();
+  }
+  const size_t index = static_cast<size_t>(p->hello.index);
+  if (p->received < sizeof(p->hello) || p->hello.cookie != lc->handle.cookie || p->hello.index < 0 ||
+      index >= lc->got.size() || lc->got[index].valid()) {
+    WEFT_WARN("socket network: dropped a connection to %s that did not present this connection's cookie",
+              lc->handle.address.toString().c_str());
+    return true;
+  }
+  lc->got[index] = std::move(p->socket);
+  lc->have += 1;
+  return true;
+}
+
+// Takes whatever connections are waiting and whatever of their hellos has
+// arrived; returns the comm once all are in. Never waits for a hello: when
+// hellos were read with a blocking receive, a stranger that connected and
+// said nothing (a port scan) held an accept call for kHelloTimeoutMs.
 ncclResult_t netAccept(void* opaqueListen, void** recvComm, weftNetDeviceHandle_v8_t**) {
   auto* lc = static_cast<ListenComm*>(opaqueListen);
   *recvComm = nullptr;
@@ -186,17 +224,13 @@ ncclResult_t netAccept(void* opaqueListen, void** recvComm, weftNetDeviceHandle_
     if (!readable.value()) break;
     Result<Socket> s = lc->listener.accept(Deadline::afterMs(kHelloTimeoutMs));
     if (!s.ok()) return fail(s.status());
-    Hello hello{};
-    Status got = s.value().recvAll(&hello, sizeof(hello), Deadline::afterMs(kHelloTimeoutMs));
-    const size_t index = static_cast<size_t>(hello.index);
-    if (!got.ok() || hello.cookie != lc->handle.cookie || hello.index < 0 || index >= lc->got.size() ||
-        lc->got[index].valid()) {
-      WEFT_WARN("socket network: dropped a connection to %s that did not present this connection's cookie",
-                lc->handle.address.toString().c_str());
-      continue;
-    }
-    lc->got[index] = std::move(s).value();
-    lc->have += 1;
+    lc->pending.push_back({std::move(s).value(), {}, 0, Deadline::afterMs(kHelloTimeoutMs)});
+  }
+  for (size_t i = 0; i < lc->pending.size();) {
+    if (settleHello(lc, &lc->pending[i]))
+      lc->pending.erase(lc->pending.begin() + static_cast<std::ptrdiff_t>(i));
+    else
+      ++i;
   }
   if (lc->have < static_cast<int>(lc->got.size())) return ncclSuccess;
   Socket control = std::move(lc->got[0]);
