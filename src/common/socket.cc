@@ -1,5 +1,7 @@
 #include "common/socket.h"
 
+#include <sys/uio.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -266,6 +268,20 @@ Result<size_t> Socket::recvSome(void* data, size_t len) const {
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
     return errorStatus(ncclRemoteError, "recv: %s", strerror(errno));
+  }
+}
+
+Result<size_t> Socket::sendSome2(const void* first, size_t firstLen, const void* second, size_t secondLen) const {
+  iovec iov[2] = {{const_cast<void*>(first), firstLen}, {const_cast<void*>(second), secondLen}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  for (;;) {
+    ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return size_t{0};
+    return errorStatus(ncclRemoteError, "send: %s", strerror(errno));
   }
 }
 

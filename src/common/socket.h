@@ -72,6 +72,9 @@ class Socket {
   // peer closing the connection is an error (ncclRemoteError).
   Result<size_t> sendSome(const void* data, size_t len) const;
   Result<size_t> recvSome(void* data, size_t len) const;
+  // sendSome of two buffers back to back in one call (one segment for a
+  // small header and its payload).
+  Result<size_t> sendSome2(const void* first, size_t firstLen, const void* second, size_t secondLen) const;
   // Ends both directions: wakes any thread blocked on this socket.
   void shutdown() const;
   // Waits until readable; false on timeout.

@@ -161,6 +161,15 @@ Status SocketComm::progressControl(Request& r, bool* blocked) {
     return okStatus();
   };
   const int64_t headerBytes = sizeof(r.header);
+  if (isSend_ && r.headerDone == 0 && (data_.empty() || r.size < kInlineBytes)) {
+    // A small message leaves in one call (and one segment) with its header.
+    Result<size_t> n = control_.sendSome2(&r.header, sizeof(r.header), r.data, static_cast<size_t>(r.size));
+    if (!n.ok()) return n.status();
+    const int64_t moved = static_cast<int64_t>(n.value());
+    r.headerDone = std::min(moved, headerBytes);
+    r.inlineDone = std::max<int64_t>(0, moved - headerBytes);
+    if (r.headerDone == headerBytes) r.inlinePayload = true;
+  }
   if (r.headerDone < headerBytes) {
     WEFT_RETURN_IF_ERROR(move(reinterpret_cast<char*>(&r.header), headerBytes, &r.headerDone));
     if (*blocked) return okStatus();
