@@ -22,8 +22,23 @@ namespace weft::core {
 // Records `status` (if failed) for ncclGetLastError and logs it; returns its code.
 ncclResult_t finishApiCall(const char* api, ncclComm_t comm, const Status& status);
 
+// Counts a call inside the library on a live communicator, so that
+// destroy/abort (possibly from another thread) frees it only after the call
+// has stopped touching it, error bookkeeping included.
+class ApiCallScope {
+ public:
+  explicit ApiCallScope(ncclComm_t comm) noexcept;
+  ~ApiCallScope();
+  ApiCallScope(const ApiCallScope&) = delete;
+  ApiCallScope& operator=(const ApiCallScope&) = delete;
+
+ private:
+  ncclComm_t counted_;  // null when the call is not on a live communicator
+};
+
 template <typename Body>
 ncclResult_t apiCall(const char* api, ncclComm_t comm, Body&& body) noexcept {
+  const ApiCallScope scope(comm);
   try {
     Status status = body();
     if (status.ok()) return ncclSuccess;

@@ -1,5 +1,6 @@
 // Communicator life cycle: unique id, init, split, finalize, destroy, abort.
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "common/log.h"
@@ -86,6 +87,8 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   if (abort) comm->abortFlag.store(1);
   if (comm->initThread.joinable()) comm->initThread.join();
   { std::lock_guard<std::mutex> lock(comm->execMutex); }  // in-flight operations have returned
+  // ...and left the library (they may still be recording their error).
+  while (comm->apiCalls.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   if (!abort) {
     Status drained = drainProxy(comm);
     if (!drained.ok()) WEFT_WARN("%s", drained.message().c_str());

@@ -35,11 +35,21 @@ device::ChannelView Channel::view(int rank) const {
       v.treeDownSend[i] = &send[static_cast<size_t>(tree.down[i])]->end;
     }
   }
+  if (flatConnected && ring.nranks - 1 <= device::kMaxFlatPeers) {
+    for (int peer = 0; peer < ring.nranks; ++peer) {
+      if (peer == rank) continue;
+      v.flatRecv[v.nFlat] = &recv[static_cast<size_t>(peer)]->end;
+      v.flatSend[v.nFlat] = &send[static_cast<size_t>(peer)]->end;
+      v.nFlat += 1;
+    }
+    v.flatOwnAt = rank;  // peers listed in rank order, this rank between them
+  }
   return v;
 }
 
 device::ChannelView Channel::deviceView(int rank) const {
   device::ChannelView v = view(rank);
+  v.nFlat = 0;  // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
   v.ring.userRanks = static_cast<const int32_t*>(deviceRingOrder.get());
   if (ring.nranks > 1) {
     v.ringRecv = recv[static_cast<size_t>(ring.prev)]->deviceEnd;
@@ -53,8 +63,7 @@ Status drainProxy(Comm* comm) {
   if (comm->proxy->waitIdle(param::waitTimeoutSec() * 1000000000ll)) return okStatus();
   Status failed = comm->proxy->failure();
   if (!failed.ok()) return failed.withContext(strFormat("rank %d: finishing network transfers", comm->rank));
-  return errorStatus(ncclRemoteError,
-                     "rank %d: network transfers still unfinished after %lld s (WEFT_TIMEOUT): %s",
+  return errorStatus(ncclRemoteError, "rank %d: network transfers still unfinished after %lld s (WEFT_TIMEOUT): %s",
                      comm->rank, static_cast<long long>(param::waitTimeoutSec()),
                      comm->proxy->describePending().c_str());
 }

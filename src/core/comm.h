@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "core/bootstrap.h"
 #include "core/config.h"
+#include "core/planner.h"
 #include "core/redop.h"
 #include "core/task.h"
 #include "device/backend/host/host_coop.h"
@@ -57,6 +58,7 @@ struct Channel {
   std::vector<std::unique_ptr<transport::Connection>> send;
   std::vector<std::unique_ptr<transport::Connection>> recv;
   std::shared_ptr<void> deviceRingOrder;  // cuda backend: ringOrder in device memory
+  bool flatConnected = false;             // connected to every other rank (one-shot)
 
   device::ChannelView view(int rank) const;
   // The same view with device pointers (cuda backend).
@@ -89,8 +91,9 @@ struct Comm {
   std::vector<PeerInfo> peers;
   std::vector<Channel> channels;
   int minChannels = 1;
-  int localRanks = 1;    // ranks of this communicator on this host
-  int machineRanks = 1;  // ranks on this physical machine (they share its cores)
+  int localRanks = 1;           // ranks of this communicator on this host
+  int machineRanks = 1;         // ranks on this physical machine (they share its cores)
+  bool oversubscribed = false;  // machineRanks > available cores
   int64_t stepBytes = 0;
   int chunkSteps = 4;
   // Shape from the channel plan (core/channels.cc): nodes are hosts, or
@@ -105,6 +108,8 @@ struct Comm {
   std::shared_ptr<const CommTopology> topology;  // set by buildChannels
 
   std::atomic<uint32_t> abortFlag{0};
+  Plan plan;                     // the current launch's plan, reused (guarded by execMutex)
+  std::atomic<int> apiCalls{0};  // API calls inside the library on this comm (ApiCallScope)
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};
   std::atomic<ncclResult_t> asyncError{ncclInProgress};
   Status failure;          // why the communicator failed (guarded by execMutex)

@@ -48,8 +48,9 @@ Status cudaSetup(Comm* comm);
 Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn);
 Status cudaMirrorChannels(Comm* comm);
 
-// Launches every communicator's plan on its stream; returns once enqueued.
-Status cudaLaunch(const std::vector<Comm*>& comms, std::vector<Plan>& plans);
+// Launches every communicator's plan (comm->plan) on its stream; returns
+// once enqueued.
+Status cudaLaunch(const std::vector<Comm*>& comms);
 
 // Waits until the communicator's last launch has finished. With `aborting`
 // the kernels have been told to stop and the wait gives up after a bound.

@@ -113,12 +113,12 @@ Status launchTarget(Target& t) {
 
 }  // namespace
 
-Status cudaLaunch(const std::vector<Comm*>& comms, std::vector<Plan>& plans) {
+Status cudaLaunch(const std::vector<Comm*>& comms) {
   std::vector<Target> targets;
   for (size_t i = 0; i < comms.size(); ++i) {
     std::vector<cuda::Stream> streams = streamsOf(*comms[i]);
     if (streams.empty()) streams.push_back(nullptr);
-    targets.push_back({comms[i], &plans[i], streams, streams[0], false});
+    targets.push_back({comms[i], &comms[i]->plan, streams, streams[0], false});
   }
   for (Target& t : targets) {
     int sharing = 0;

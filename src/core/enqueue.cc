@@ -70,7 +70,7 @@ Status submit(Comm* comm) {
     groupAddComm(comm);
     return okStatus();
   }
-  return launchComms({comm});
+  return launchComm(comm);
 }
 
 Status recordInGroup(Status status) {

@@ -24,6 +24,16 @@ ncclResult_t finishApiCall(const char* api, ncclComm_t comm, const Status& statu
   return status.code();
 }
 
+ApiCallScope::ApiCallScope(ncclComm_t comm) noexcept : counted_(nullptr) {
+  if (comm == nullptr || !checkComm(comm).ok()) return;
+  asComm(comm)->apiCalls.fetch_add(1, std::memory_order_acq_rel);
+  counted_ = comm;
+}
+
+ApiCallScope::~ApiCallScope() {
+  if (counted_ != nullptr) asComm(counted_)->apiCalls.fetch_sub(1, std::memory_order_acq_rel);
+}
+
 const char* threadLastError() { return tlsLastError.c_str(); }
 
 Status notSupported(const char* api, const char* why) {

@@ -56,8 +56,9 @@ ChannelWorker& HostExecutor::worker(int channel) {
   return *slot;
 }
 
-std::vector<device::WaitFailureInfo> runUnits(const std::vector<LaunchUnit>& units) {
-  std::vector<device::WaitFailureInfo> results(units.size());
+const std::vector<device::WaitFailureInfo>& runUnits(const std::vector<LaunchUnit>& units) {
+  thread_local std::vector<device::WaitFailureInfo> results;
+  results.assign(units.size(), device::WaitFailureInfo{});
   for (size_t i = 1; i < units.size(); ++i) {
     const LaunchUnit& u = units[i];
     u.comm->executor->worker(u.channel).post(u.comm->channels[static_cast<size_t>(u.channel)].view(u.comm->rank),

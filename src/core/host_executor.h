@@ -61,6 +61,7 @@ class HostExecutor {
 
 // Runs every unit to completion (or failure); returns per-unit failures in
 // the order of `units`.
-std::vector<device::WaitFailureInfo> runUnits(const std::vector<LaunchUnit>& units);
+// The results live until this thread's next runUnits.
+const std::vector<device::WaitFailureInfo>& runUnits(const std::vector<LaunchUnit>& units);
 
 }  // namespace weft::core

@@ -67,13 +67,14 @@ Proposal localProposal(const Comm& comm, int ranksSharingCores) {
   int64_t envMin = param::minNChannels();
   // GPUs: one block per channel, and a block moves far less than the GPU's
   // bandwidth, so the cuda backend builds more channels than the host one.
-  int defaultMax = comm.backend == weftBackendCuda ? tuning::kCudaDefaultMaxChannels
-                                                   : tuning::hostDefaultMaxChannels(availableCores(), ranksSharingCores);
+  int defaultMax = comm.backend == weftBackendCuda
+                       ? tuning::kCudaDefaultMaxChannels
+                       : tuning::hostDefaultMaxChannels(availableCores(), ranksSharingCores);
   int maxCh = comm.config.maxChannels > 0 ? comm.config.maxChannels
               : envMax > 0                ? static_cast<int>(envMax)
                                           : defaultMax;
   int minCh = comm.config.minChannels > 0 ? comm.config.minChannels : envMin > 0 ? static_cast<int>(envMin) : 1;
-  p.maxChannels = std::clamp(std::max(maxCh, minCh), 1, 32);
+  p.maxChannels = std::clamp(std::max(maxCh, minCh), 1, kMaxChannels);
   p.minChannels = std::clamp(minCh, 1, p.maxChannels);
   p.chunkSteps = static_cast<int32_t>(std::clamp<int64_t>(param::chunkSteps(), 1, device::kFifoSteps));
   p.buffSize = tuning::buffSize(param::buffSize(), comm.backend == weftBackendHost, device::kFifoSteps * 64);
@@ -139,6 +140,7 @@ void setupWaiting(Comm* comm) {
       comm->peerPids[static_cast<size_t>(p.rank)] = p.pid;
   int64_t spin = param::spinCount();
   const bool oversubscribed = comm->machineRanks > availableCores();
+  comm->oversubscribed = oversubscribed;
   comm->waitConfig.abortFlag = &comm->abortFlag;
   comm->waitConfig.netFailed = &comm->netFailed;
   comm->waitConfig.help = [](void* context) {

@@ -22,8 +22,10 @@ PlanInputs planInputs(const Comm& comm) {
                 comm.minChannels, comm.stepBytes, comm.chunkSteps};
   in.shape = tuning::Shape{comm.nranks, comm.nnodes, comm.ranksPerNode, comm.treeDepth};
   in.algoFilter = &comm.algoFilter;
-  // Trees run on the host backend only for now (core/channels.cc, cuda_coop.cuh).
+  // Trees and one-shot run on the host backend only for now (cuda_coop.cuh).
   in.treesAvailable = comm.treeDepth > 0 && comm.backend == weftBackendHost;
+  in.oneShotAvailable = comm.backend == weftBackendHost;
+  in.oversubscribed = comm.oversubscribed;
   return in;
 }
 
@@ -32,6 +34,18 @@ void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs)
     if (b.sendPeer >= 0) needs->push_back({comm, b.channel, b.sendPeer, true});
     if (b.recvPeer >= 0) needs->push_back({comm, b.channel, b.recvPeer, false});
   }
+  for (int c : plan.flatChannels) {
+    if (comm->channels[static_cast<size_t>(c)].flatConnected) continue;
+    for (int peer = 0; peer < comm->nranks; ++peer) {
+      if (peer == comm->rank) continue;
+      needs->push_back({comm, c, peer, true});
+      needs->push_back({comm, c, peer, false});
+    }
+  }
+}
+
+void markFlatConnected(Comm* comm, const Plan& plan) {
+  for (int c : plan.flatChannels) comm->channels[static_cast<size_t>(c)].flatConnected = true;
 }
 
 // Points send/recv items at their FIFO ends (device copies for kernels).
@@ -66,8 +80,9 @@ void postNetSteps(Comm* comm, const Plan& plan) {
     for (const device::WorkItem& item : plan.channels[c]) device::tallyWorkItem(view, item, &tally);
     for (int i = 0; i < tally.size(); ++i)
       if (transport::NetLink* link = netLinkOf(channel, tally.end(i))) {
-        WEFT_TRACE(log::kProxy, "rank %d launch %llu: channel %zu %s rank %d: %llu steps", comm->rank, static_cast<unsigned long long>(id),
-                   c, link->isSend ? "to" : "from", link->peer, static_cast<unsigned long long>(tally.steps(i)));
+        WEFT_TRACE(log::kProxy, "rank %d launch %llu: channel %zu %s rank %d: %llu steps", comm->rank,
+                   static_cast<unsigned long long>(id), c, link->isSend ? "to" : "from", link->peer,
+                   static_cast<unsigned long long>(tally.steps(i)));
         comm->proxy->post(link, {id, tally.steps(i)});
       }
   }
@@ -84,44 +99,46 @@ void markFailed(Comm* comm, const Status& status) {
   comm->asyncError.store(status.code());
 }
 
-// Runs with every comm's execMutex held.
-Status launchLocked(const std::vector<Comm*>& comms) {
-  std::vector<Plan> plans(comms.size());
-  std::vector<ConnectNeed> needs;
-  for (size_t i = 0; i < comms.size(); ++i) {
+// Runs with every comm's execMutex held. Plans go into each comm's own Plan
+// and the lists below are kept per thread, so a launch that needs no new
+// connection allocates nothing once warm.
+Status launchLocked(Comm* const* comms, size_t n) {
+  thread_local std::vector<ConnectNeed> needs;
+  thread_local std::vector<LaunchUnit> units;
+  thread_local std::vector<Comm*> cudaComms;
+  needs.clear();
+  units.clear();
+  cudaComms.clear();
+  for (size_t i = 0; i < n; ++i) {
     if (!comms[i]->failure.ok()) return comms[i]->failure;
-    Result<Plan> plan = planTasks(planInputs(*comms[i]), comms[i]->collTasks, comms[i]->p2pTasks);
-    if (!plan.ok()) return plan.status();
-    plans[i] = std::move(plan).value();
-    collectNeeds(comms[i], plans[i], &needs);
+    WEFT_RETURN_IF_ERROR(planTasks(planInputs(*comms[i]), comms[i]->collTasks, comms[i]->p2pTasks, &comms[i]->plan));
+    collectNeeds(comms[i], comms[i]->plan, &needs);
   }
   if (!needs.empty()) {
     Status connected = connectPeers(needs);
     if (!connected.ok()) {
-      for (Comm* comm : comms) markFailed(comm, connected);
+      for (size_t i = 0; i < n; ++i) markFailed(comms[i], connected);
       return connected;
     }
   }
-  std::vector<Comm*> cudaComms;
-  std::vector<Plan> cudaPlans;
-  std::vector<LaunchUnit> units;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    bindP2p(comms[i], &plans[i]);
+  for (size_t i = 0; i < n; ++i) {
+    Plan& plan = comms[i]->plan;
+    bindP2p(comms[i], &plan);
+    markFlatConnected(comms[i], plan);
     if (comms[i]->backend == weftBackendCuda) {
       cudaComms.push_back(comms[i]);
-      cudaPlans.push_back(std::move(plans[i]));
       continue;
     }
-    for (const SelfCopy& copy : plans[i].selfCopies) std::memmove(copy.dst, copy.src, copy.bytes);
-    postNetSteps(comms[i], plans[i]);
-    for (size_t c = 0; c < plans[i].channels.size(); ++c)
-      if (!plans[i].channels[c].empty()) units.push_back({comms[i], static_cast<int>(c), &plans[i].channels[c]});
+    for (const SelfCopy& copy : plan.selfCopies) std::memmove(copy.dst, copy.src, copy.bytes);
+    postNetSteps(comms[i], plan);
+    for (size_t c = 0; c < plan.channels.size(); ++c)
+      if (!plan.channels[c].empty()) units.push_back({comms[i], static_cast<int>(c), &plan.channels[c]});
   }
   if (!cudaComms.empty()) {
-    Status launched = cudaLaunch(cudaComms, cudaPlans);
+    Status launched = cudaLaunch(cudaComms);
     if (!launched.ok()) return launched;
   }
-  std::vector<device::WaitFailureInfo> failures = runUnits(units);
+  const std::vector<device::WaitFailureInfo>& failures = runUnits(units);
   Status first;
   for (size_t u = 0; u < units.size(); ++u) {
     if (failures[u].kind == device::WaitFailure::kNone || !units[u].comm->failure.ok()) continue;
@@ -138,14 +155,25 @@ void discardTasks(const std::vector<Comm*>& comms) {
   for (Comm* comm : comms) clearTasks(comm);
 }
 
+Status launchComm(Comm* comm) {
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(comm->execMutex);
+    status = launchLocked(&comm, 1);
+    clearTasks(comm);
+  }
+  return status;
+}
+
 Status launchComms(std::vector<Comm*> comms) {
+  if (comms.size() == 1) return launchComm(comms[0]);
   std::sort(comms.begin(), comms.end());
   comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
   // Address order: two threads launching overlapping sets cannot deadlock.
   std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(comms.size());
   for (Comm* comm : comms) locks.emplace_back(comm->execMutex);
-  Status status = launchLocked(comms);
+  Status status = launchLocked(comms.data(), comms.size());
   for (Comm* comm : comms) clearTasks(comm);
   return status;
 }

@@ -13,6 +13,8 @@ struct Comm;
 // Comms may repeat; each is launched once. The first failure is returned,
 // and a communicator whose data path failed stays failed.
 Status launchComms(std::vector<Comm*> comms);
+// The same for one communicator (the common, ungrouped call).
+Status launchComm(Comm* comm);
 
 // Drops queued tasks without running them (a group that failed early).
 void discardTasks(const std::vector<Comm*>& comms);

@@ -44,11 +44,10 @@ bool sameKernel(const device::KernelKey& a, const device::KernelKey& b) {
 // Starts a batch for `key`, or continues the last one if its kernel matches.
 void beginBatch(Plan* plan, const device::KernelKey& key) {
   if (!plan->batches.empty() && sameKernel(plan->batches.back().key, key)) return;
-  Batch batch;
+  Batch& batch = plan->batches.emplace_back();
   batch.key = key;
-  for (const auto& list : plan->channels) batch.begin.push_back(static_cast<uint32_t>(list.size()));
-  batch.end = batch.begin;
-  plan->batches.push_back(std::move(batch));
+  for (size_t c = 0; c < plan->channels.size(); ++c)
+    batch.begin[c] = batch.end[c] = static_cast<uint32_t>(plan->channels[c].size());
 }
 
 void endBatch(Plan* plan) {
@@ -66,16 +65,19 @@ tuning::CollKind collKind(Func func) {
   }
 }
 
-// Ring or tree (the same choice on every rank: its inputs are agreed).
+// Ring, tree or one-shot (the same choice on every rank: its inputs are agreed).
 void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
   static const tuning::AlgoFilter kAll;
-  const tuning::Choice choice = tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, tuning::LinkCosts{},
-                                                        in.algoFilter ? *in.algoFilter : kAll, in.treesAvailable);
-  WEFT_INFO(log::kTuning, "%s %lld bytes: %s (ring %.1f us, tree %.1f us; %s)",
+  const tuning::LinkCosts costs = tuning::hostLinkCosts(in.oversubscribed);
+  const tuning::Choice choice =
+      tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, costs, in.algoFilter ? *in.algoFilter : kAll,
+                              in.treesAvailable, in.oneShotAvailable);
+  WEFT_INFO(log::kTuning, "%s %lld bytes: %s (ring %.1f us, tree %.1f us, one-shot %.1f us; %s)",
             tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
-            tuning::algorithmName(choice.algo), choice.estimateUs[0], choice.estimateUs[1], choice.reason);
-  if (choice.algo != tuning::Algorithm::kTree) return;
-  work->algo = device::Algo::kTree;
+            tuning::algorithmName(choice.algo), choice.estimateUs[0], choice.estimateUs[1], choice.estimateUs[2],
+            choice.reason);
+  if (choice.algo == tuning::Algorithm::kTree) work->algo = device::Algo::kTree;
+  if (choice.algo == tuning::Algorithm::kOneShot) work->algo = device::Algo::kOneShot;
 }
 
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth
@@ -105,6 +107,9 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
     item.kind = device::WorkItem::Kind::kColl;
     item.coll = work;
     plan->channels[static_cast<size_t>(c)].push_back(item);
+    if (work.algo == device::Algo::kOneShot &&
+        std::find(plan->flatChannels.begin(), plan->flatChannels.end(), c) == plan->flatChannels.end())
+      plan->flatChannels.push_back(c);
   }
 }
 
@@ -164,22 +169,31 @@ void planPeers(const PlanInputs& in, const std::vector<P2pTask>& p2ps, Plan* pla
 
 }  // namespace
 
-Result<Plan> planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps) {
-  Plan plan;
-  plan.channels.resize(static_cast<size_t>(in.channels));
+void Plan::reset(int nChannels) {
+  channels.resize(static_cast<size_t>(nChannels));
+  for (auto& list : channels) list.clear();
+  batches.clear();
+  p2p.clear();
+  selfCopies.clear();
+  flatChannels.clear();
+}
+
+Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,
+                 Plan* plan) {
+  plan->reset(in.channels);
   for (const CollTask& task : colls) {
-    beginBatch(&plan, keyOf(task));
-    planColl(in, task, &plan);
-    endBatch(&plan);
+    beginBatch(plan, keyOf(task));
+    planColl(in, task, plan);
+    endBatch(plan);
   }
   if (!p2ps.empty()) {
-    WEFT_RETURN_IF_ERROR(pairSelf(p2ps, in.rank, &plan));
-    beginBatch(&plan, device::KernelKey{true, device::DataType::kUint8, device::RedOpKind::kSum});
-    planPeers(in, p2ps, &plan);
-    endBatch(&plan);
-    plan.batches.back().hasP2p = true;
+    WEFT_RETURN_IF_ERROR(pairSelf(p2ps, in.rank, plan));
+    beginBatch(plan, device::KernelKey{true, device::DataType::kUint8, device::RedOpKind::kSum});
+    planPeers(in, p2ps, plan);
+    endBatch(plan);
+    plan->batches.back().hasP2p = true;
   }
-  return plan;
+  return okStatus();
 }
 
 }  // namespace weft::core

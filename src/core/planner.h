@@ -22,7 +22,9 @@ struct PlanInputs {
   int chunkSteps;
   tuning::Shape shape{1, 1, 1, 0};  // nodes, ranks per node, tree depth
   const tuning::AlgoFilter* algoFilter = nullptr;
-  bool treesAvailable = false;  // the backend runs trees and the channels have them
+  bool treesAvailable = false;    // the backend runs trees and the channels have them
+  bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
+  bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.
@@ -39,13 +41,16 @@ struct SelfCopy {
   size_t bytes;
 };
 
+// Most channels a communicator has (NCCL_MAX_NCHANNELS is clamped to it).
+constexpr int kMaxChannels = 32;
+
 // Consecutive tasks that one kernel can run (same KernelKey): on each
 // channel, items [begin[c], end[c]). The host backend ignores batches.
 struct Batch {
   device::KernelKey key;
   bool hasP2p = false;
-  std::vector<uint32_t> begin;
-  std::vector<uint32_t> end;
+  uint32_t begin[kMaxChannels];
+  uint32_t end[kMaxChannels];
 };
 
 struct Plan {
@@ -53,10 +58,19 @@ struct Plan {
   std::vector<Batch> batches;
   std::vector<P2pBinding> p2p;
   std::vector<SelfCopy> selfCopies;
+  // Channels whose items talk to every other rank (one-shot): connected to
+  // all peers before launch.
+  std::vector<int> flatChannels;
+
+  // Empties the plan for `nChannels` channels, keeping every allocation:
+  // the communicator plans each launch into the same Plan.
+  void reset(int nChannels);
 };
 
 // Fails (ncclInvalidUsage) when sends and receives to self do not pair up.
-Result<Plan> planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps);
+// Plans into *plan (reset first).
+Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,
+                 Plan* plan);
 
 // Alignment of channel and chunk boundaries, in bytes.
 constexpr int64_t kAlignBytes = 64;

@@ -17,7 +17,7 @@ template <typename Coop>
 WEFT_HD void copyBytes(Coop& coop, const char* src, char* dst, int64_t bytes) {
   const char* srcs[1] = {src};
   char* dsts[1] = {dst};
-  reduceCopy<1, 1, 1, 1>(coop, FuncCopy<char>(), srcs, 1, dsts, 1, bytes, false, false);
+  reduceCopy<1, 1, 1, 1>(coop, FuncCopy<char>(), srcs, 1, dsts, 1, bytes, -1, false);
 }
 
 template <typename Coop>

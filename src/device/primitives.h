@@ -9,6 +9,7 @@
 // Verbs (n elements; src is this rank's input, dst its output):
 //   send(src)                 recv(dst)
 //   recvReduceSend(src)       recvReduceCopy(src, dst)
+//   recvReduceCopyInOrder(src, dst, ownAt)  (inputs combined in rank order)
 //   recvReduceCopySend(src, dst)                 recvCopySend(dst)
 //   copySend(src, dst)        localCopy(src, dst)
 //   directSend / directRecv / directRecvCopySend: the same data movement

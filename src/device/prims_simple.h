@@ -15,6 +15,13 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   static constexpr int kMaxRecv = FanT::kMaxRecv;
   static constexpr int kMaxSend = FanT::kMaxSend;
   static_assert(kMaxRecv + 1 <= kMaxSrcs && kMaxSend + 1 <= kMaxDsts, "fan exceeds reduceCopy limits");
+  // Every loop over the peers is bounded by the fan as well as the count.
+  // Besides letting the compiler unroll, this keeps the code of different
+  // fans different. Without the fan bound GCC 12 -O2 folded (-fipa-icf)
+  // Fan<3,3>'s send verb with an identical-looking one of a smaller fan
+  // whose loops were optimised for its one-entry array: one-shot ranks
+  // published to their first peer only and hung (-fno-ipa-icf, or these
+  // bounds, fixed it; tests/unit/oneshot_test.cc catches it).
 
  public:
   // Copies the FIFO ends (each thread keeps its own positions); the leader
@@ -23,12 +30,12 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
                      FifoEnd* const* sendEnds, int nSend)
       : coop_(coop), op_(op), channel_(channel), nRecv_(nRecv), nSend_(nSend) {
     int64_t stepBytes = 0;
-    for (int i = 0; i < nRecv_; ++i) {
+    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
       recvOrig_[i] = recvEnds[i];
       recv_[i] = *recvEnds[i];
       stepBytes = stepBytes == 0 ? recv_[i].stepBytes : minOf(stepBytes, recv_[i].stepBytes);
     }
-    for (int i = 0; i < nSend_; ++i) {
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
       sendOrig_[i] = sendEnds[i];
       send_[i] = *sendEnds[i];
       stepBytes = stepBytes == 0 ? send_[i].stepBytes : minOf(stepBytes, send_[i].stepBytes);
@@ -38,8 +45,8 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
 
   WEFT_HD ~Primitives() {
     if (!coop_.leader()) return;
-    for (int i = 0; i < nRecv_; ++i) recvOrig_[i]->step = recv_[i].step;
-    for (int i = 0; i < nSend_; ++i) sendOrig_[i]->step = send_[i].step;
+    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) recvOrig_[i]->step = recv_[i].step;
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i) sendOrig_[i]->step = send_[i].step;
   }
 
   Primitives(const Primitives&) = delete;
@@ -52,6 +59,11 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   }
   WEFT_HD void recvReduceCopy(const T* src, T* dst, int64_t n, bool post) {
     genericOp<true, false, true, true>(src, dst, n, true, post);
+  }
+  // recvReduceCopy with every input combined in a fixed order (rank order),
+  // the own input at position ownAt: every rank computes the same bits.
+  WEFT_HD void recvReduceCopyInOrder(const T* src, T* dst, int64_t n, int ownAt, bool post) {
+    genericOp<true, false, true, true>(src, dst, n, true, post, ownAt);
   }
   WEFT_HD void recvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
     genericOp<true, true, true, true>(src, dst, n, true, post);
@@ -73,7 +85,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void localCopy(const T* src, T* dst, int64_t n) {
     const T* srcs[1] = {src};
     T* dsts[1] = {dst};
-    reduceCopy<1, 1, 1, 1>(coop_, op_, srcs, 1, dsts, 1, n, true, true);
+    reduceCopy<1, 1, 1, 1>(coop_, op_, srcs, 1, dsts, 1, n, 0, true);
     coop_.sync();
   }
 
@@ -90,24 +102,26 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   static constexpr int kVerbMaxDsts = (Dst ? 1 : 0) + (Send ? kMaxSend : 0);
 
   WEFT_HD bool ready(int nr, int ns) const {
-    for (int i = 0; i < nr; ++i)
+    for (int i = 0; i < kMaxRecv && i < nr; ++i)
       if (!fifoCanConsume(recv_[i])) return false;
-    for (int i = 0; i < ns; ++i)
+    for (int i = 0; i < kMaxSend && i < ns; ++i)
       if (!fifoCanProduce(send_[i])) return false;
     return true;
   }
 
   // The first peer not ready: whom a timeout blames.
   WEFT_HD WaitSite culprit(int nr, int ns) const {
-    for (int i = 0; i < nr; ++i)
+    for (int i = 0; i < kMaxRecv && i < nr; ++i)
       if (!fifoCanConsume(recv_[i])) return WaitSite{recv_[i].peer, 0, channel_};
-    for (int i = 0; i < ns; ++i)
+    for (int i = 0; i < kMaxSend && i < ns; ++i)
       if (!fifoCanProduce(send_[i])) return WaitSite{send_[i].peer, 1, channel_};
     return WaitSite{-1, 0, channel_};
   }
 
+  // ownAt: where the own input goes among the sources (the peers' slots fill
+  // the other positions in fan order); reductions run in source order.
   template <bool Recv, bool Send, bool Src, bool Dst>
-  WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool pre, bool post) {
+  WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool pre, bool post, int ownAt = 0) {
     const int nr = Recv ? nRecv_ : 0;
     const int ns = Send ? nSend_ : 0;
     for (int64_t offset = 0; offset < nelem; offset += stepElems_) {
@@ -118,12 +132,16 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         T* dsts[kMaxDsts] = {};
         int nSrcs = 0;
         int nDsts = 0;
-        if (Src) srcs[nSrcs++] = src + offset;
-        for (int i = 0; i < nr; ++i) srcs[nSrcs++] = reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+        const int ownPos = Src ? minOf(ownAt, nr) : -1;
+        for (int i = 0; i < kMaxRecv && i < nr; ++i) {
+          if (i == ownPos) srcs[nSrcs++] = src + offset;
+          srcs[nSrcs++] = reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+        }
+        if (Src && ownPos == nr) srcs[nSrcs++] = src + offset;
         if (Dst) dsts[nDsts++] = dst + offset;
-        for (int i = 0; i < ns; ++i) dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
+        for (int i = 0; i < kMaxSend && i < ns; ++i) dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
         reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>, kVerbMaxDsts<Send, Dst>>(
-            coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src && pre, post);
+            coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src && pre ? ownPos : -1, post);
         coop_.sync();
       }
       advance(nr, ns, n * static_cast<int64_t>(sizeof(T)), ok);
@@ -135,12 +153,12 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void advance(int nr, int ns, int64_t bytes, bool publish) {
     if (publish && coop_.leader()) {
       coop_.publishFence();
-      for (int i = 0; i < ns; ++i) fifoPublish(send_[i], bytes);
-      for (int i = 0; i < nr; ++i) fifoRelease(recv_[i]);
+      for (int i = 0; i < kMaxSend && i < ns; ++i) fifoPublish(send_[i], bytes);
+      for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(recv_[i]);
       return;
     }
-    for (int i = 0; i < ns; ++i) send_[i].step += 1;
-    for (int i = 0; i < nr; ++i) recv_[i].step += 1;
+    for (int i = 0; i < kMaxSend && i < ns; ++i) send_[i].step += 1;
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) recv_[i].step += 1;
   }
 
   Coop& coop_;

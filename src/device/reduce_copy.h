@@ -32,7 +32,7 @@ union PackOf {
 // thread keeps Unroll packs in flight, spaced a team apart so that a warp's
 // loads stay contiguous.
 template <int NSrc, int NDst, int Unroll, typename T, typename RedOp, typename Coop>
-WEFT_HD void reduceCopyPacks(Coop& coop, const RedOp& op, const T* const* s, T* const* d, int64_t nPacks, bool pre,
+WEFT_HD void reduceCopyPacks(Coop& coop, const RedOp& op, const T* const* s, T* const* d, int64_t nPacks, int pre,
                              bool post) {
   constexpr int kElems = 16 / static_cast<int>(sizeof(T));
   const int64_t stride = coop.size();
@@ -42,6 +42,8 @@ WEFT_HD void reduceCopyPacks(Coop& coop, const RedOp& op, const T* const* s, T* 
     for (int u = 0; u < Unroll; ++u) {
       const int64_t idx = base + u * stride;
       if (idx < nPacks) acc[u].pack = reinterpret_cast<const Pack16*>(s[0])[idx];
+      if (idx < nPacks && pre == 0)
+        for (int e = 0; e < kElems; ++e) acc[u].elems[e] = op.pre(acc[u].elems[e]);
     }
     WEFT_UNROLL
     for (int k = 1; k < NSrc; ++k) {
@@ -51,8 +53,8 @@ WEFT_HD void reduceCopyPacks(Coop& coop, const RedOp& op, const T* const* s, T* 
         if (idx >= nPacks) continue;
         PackOf<T> in;
         in.pack = reinterpret_cast<const Pack16*>(s[k])[idx];
-        if (k == 1 && pre)
-          for (int e = 0; e < kElems; ++e) acc[u].elems[e] = op.pre(acc[u].elems[e]);
+        if (k == pre)
+          for (int e = 0; e < kElems; ++e) in.elems[e] = op.pre(in.elems[e]);
         for (int e = 0; e < kElems; ++e) acc[u].elems[e] = op(acc[u].elems[e], in.elems[e]);
       }
     }
@@ -60,8 +62,6 @@ WEFT_HD void reduceCopyPacks(Coop& coop, const RedOp& op, const T* const* s, T* 
     for (int u = 0; u < Unroll; ++u) {
       const int64_t idx = base + u * stride;
       if (idx >= nPacks) continue;
-      if (NSrc == 1 && pre)
-        for (int e = 0; e < kElems; ++e) acc[u].elems[e] = op.pre(acc[u].elems[e]);
       if (post)
         for (int e = 0; e < kElems; ++e) acc[u].elems[e] = op.post(acc[u].elems[e]);
       WEFT_UNROLL
@@ -80,7 +80,7 @@ WEFT_HD bool allAligned16(const T* const* s, T* const* d) {
 
 template <int NSrc, int NDst, typename T, typename RedOp, typename Coop>
 WEFT_HD void reduceCopyFixed(Coop& coop, const RedOp& op, const T* const* srcs, T* const* dsts, int64_t n,
-                             bool applyPre, bool applyPost) {
+                             int preSource, bool applyPost) {
   // Copies with nothing to compute go through memcpy on the host: it is
   // faster than any loop we could write, with non-temporal stores for big runs.
 #if !WEFT_DEVICE_PASS
@@ -95,7 +95,7 @@ WEFT_HD void reduceCopyFixed(Coop& coop, const RedOp& op, const T* const* srcs, 
   T* d[NDst];
   for (int k = 0; k < NSrc; ++k) s[k] = srcs[k];
   for (int k = 0; k < NDst; ++k) d[k] = dsts[k];
-  const bool pre = RedOp::kHasPre && applyPre;
+  const int pre = RedOp::kHasPre ? preSource : -1;
   const bool post = RedOp::kHasPost && applyPost;
   int64_t done = 0;
 #if WEFT_DEVICE_PASS
@@ -108,10 +108,9 @@ WEFT_HD void reduceCopyFixed(Coop& coop, const RedOp& op, const T* const* srcs, 
   }
 #endif
   for (int64_t i = done + coop.threadRank(); i < n; i += coop.size()) {
-    T acc = s[0][i];
-    if (pre) acc = op.pre(acc);
+    T acc = pre == 0 ? op.pre(s[0][i]) : s[0][i];
     WEFT_UNROLL
-    for (int k = 1; k < NSrc; ++k) acc = op(acc, s[k][i]);
+    for (int k = 1; k < NSrc; ++k) acc = op(acc, k == pre ? op.pre(s[k][i]) : s[k][i]);
     if (post) acc = op.post(acc);
     WEFT_UNROLL
     for (int k = 0; k < NDst; ++k) d[k][i] = acc;
@@ -120,32 +119,33 @@ WEFT_HD void reduceCopyFixed(Coop& coop, const RedOp& op, const T* const* srcs, 
 
 template <int NSrc, int MinDsts, int MaxDsts, typename T, typename RedOp, typename Coop>
 WEFT_HD void reduceCopyDsts(Coop& coop, const RedOp& op, const T* const* srcs, T* const* dsts, int nDsts, int64_t n,
-                            bool applyPre, bool applyPost) {
+                            int preSource, bool applyPost) {
   if constexpr (MinDsts == MaxDsts) {
-    reduceCopyFixed<NSrc, MaxDsts>(coop, op, srcs, dsts, n, applyPre, applyPost);
+    reduceCopyFixed<NSrc, MaxDsts>(coop, op, srcs, dsts, n, preSource, applyPost);
   } else {
-    if (nDsts == MaxDsts) return reduceCopyFixed<NSrc, MaxDsts>(coop, op, srcs, dsts, n, applyPre, applyPost);
-    reduceCopyDsts<NSrc, MinDsts, MaxDsts - 1>(coop, op, srcs, dsts, nDsts, n, applyPre, applyPost);
+    if (nDsts == MaxDsts) return reduceCopyFixed<NSrc, MaxDsts>(coop, op, srcs, dsts, n, preSource, applyPost);
+    reduceCopyDsts<NSrc, MinDsts, MaxDsts - 1>(coop, op, srcs, dsts, nDsts, n, preSource, applyPost);
   }
 }
 
-// Combines nSrcs inputs into nDsts outputs. srcs[0] is the rank's own input
-// when applyPre is set (the pre-op applies to it alone); the result is
-// post-processed when applyPost is set. The bounds say how many sources and
+// Combines nSrcs inputs into nDsts outputs, in source order. srcs[preSource]
+// is the rank's own input, the only one the pre-op applies to (-1: none; the
+// peers' inputs arrive already scaled); the result is post-processed when
+// applyPost is set. The bounds say how many sources and
 // destinations the caller can pass; only those loops are instantiated (a
 // ring verb knows its counts exactly, so it gets exactly one loop).
 template <int MinSrcs, int MaxSrcs, int MinDsts, int MaxDsts, typename T, typename RedOp, typename Coop>
 WEFT_HD void reduceCopy(Coop& coop, const RedOp& op, const T* const* srcs, int nSrcs, T* const* dsts, int nDsts,
-                        int64_t n, bool applyPre, bool applyPost) {
+                        int64_t n, int preSource, bool applyPost) {
   static_assert(1 <= MinSrcs && MinSrcs <= MaxSrcs && MaxSrcs <= kMaxSrcs, "bad source bounds");
   static_assert(1 <= MinDsts && MinDsts <= MaxDsts && MaxDsts <= kMaxDsts, "bad destination bounds");
   if (n <= 0) return;
   if constexpr (MinSrcs == MaxSrcs) {
-    reduceCopyDsts<MaxSrcs, MinDsts, MaxDsts>(coop, op, srcs, dsts, nDsts, n, applyPre, applyPost);
+    reduceCopyDsts<MaxSrcs, MinDsts, MaxDsts>(coop, op, srcs, dsts, nDsts, n, preSource, applyPost);
   } else {
     if (nSrcs == MaxSrcs)
-      return reduceCopyDsts<MaxSrcs, MinDsts, MaxDsts>(coop, op, srcs, dsts, nDsts, n, applyPre, applyPost);
-    reduceCopy<MinSrcs, MaxSrcs - 1, MinDsts, MaxDsts>(coop, op, srcs, nSrcs, dsts, nDsts, n, applyPre, applyPost);
+      return reduceCopyDsts<MaxSrcs, MinDsts, MaxDsts>(coop, op, srcs, dsts, nDsts, n, preSource, applyPost);
+    reduceCopy<MinSrcs, MaxSrcs - 1, MinDsts, MaxDsts>(coop, op, srcs, nSrcs, dsts, nDsts, n, preSource, applyPost);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/primitives.h"
 #include "device/reduce_ops.h"
@@ -31,6 +32,14 @@ WEFT_HD void runTreeAllReduce(Coop& coop, const ChannelView& channel, const Coll
   Primitives<T, RedOp, Fan<1, kMaxTreeChildren>, ProtoSimple, Coop> down(coop, op, channel.id, downRecv, parents,
                                                                          channel.treeDownSend, tree.nDown);
   treeAllReduce<T>(up, down, tree, work);
+}
+
+// One-shot AllReduce: every peer of the node at once (channel.flat*).
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runOneShotAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  Primitives<T, RedOp, Fan<kMaxFlatPeers, kMaxFlatPeers>, ProtoSimple, Coop> prims(
+      coop, op, channel.id, channel.flatRecv, channel.nFlat, channel.flatSend, channel.nFlat);
+  oneShotAllReduce<T>(prims, work, channel.flatOwnAt);
 }
 
 // AllReduce, ReduceScatter and Reduce with functor RedOp.
@@ -88,11 +97,16 @@ WEFT_HD auto makeOp(const CollWork& work) {
 
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  // Trees are instantiated only for teams that declare them (the host team
-  // now); the planner never gives a tree to a backend whose team lacks them.
+  // Trees and one-shot are instantiated only for teams that declare them (the
+  // host team now); the planner never gives them to a backend whose team
+  // lacks them.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
+  }
+  if constexpr (Coop::kHasOneShot) {
+    if (work.algo == Algo::kOneShot && work.func == Func::kAllReduce)
+      return runOneShotAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
   }
   runRingReducing<T>(coop, channel, work, makeOp<T, K>(work));
 }

@@ -3,11 +3,15 @@
 // that count instead of moving data. The proxy needs these counts to post
 // exactly the network sends and receives a collective will use; deriving
 // them from the same code means they cannot drift from what the data path
-// does. Cost: one call per verb (per chunk), no data touched.
+// does. Cost: one call per verb (per chunk), no data touched. Host only.
 #pragma once
 
 #include <stdint.h>
 
+#include <utility>
+#include <vector>
+
+#include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/portable.h"
 #include "device/ring.h"
@@ -17,30 +21,26 @@
 
 namespace weft::device {
 
-// Steps per connection end, for the handful of ends one channel uses.
+// Steps per connection end. A channel's work list may reach many peers
+// (point-to-point rounds), so the ends are not bounded by the algorithms'
+// fan: host-only code, a small vector searched linearly.
 class StepTally {
  public:
-  static constexpr int kMaxEnds = 2 + 2 * (1 + kMaxTreeChildren);
-
   void add(const FifoEnd* end, uint64_t steps) {
     if (end == nullptr || steps == 0) return;
-    for (int i = 0; i < count_; ++i)
-      if (ends_[i] == end) {
-        steps_[i] += steps;
+    for (auto& entry : entries_)
+      if (entry.first == end) {
+        entry.second += steps;
         return;
       }
-    if (count_ == kMaxEnds) return;  // cannot happen: a channel has at most kMaxEnds ends
-    ends_[count_] = end;
-    steps_[count_++] = steps;
+    entries_.emplace_back(end, steps);
   }
-  int size() const { return count_; }
-  const FifoEnd* end(int i) const { return ends_[i]; }
-  uint64_t steps(int i) const { return steps_[i]; }
+  int size() const { return static_cast<int>(entries_.size()); }
+  const FifoEnd* end(int i) const { return entries_[static_cast<size_t>(i)].first; }
+  uint64_t steps(int i) const { return entries_[static_cast<size_t>(i)].second; }
 
  private:
-  const FifoEnd* ends_[kMaxEnds] = {};
-  uint64_t steps_[kMaxEnds] = {};
-  int count_ = 0;
+  std::vector<std::pair<const FifoEnd*, uint64_t>> entries_;
 };
 
 // The verbs of Primitives, counting: a verb on n elements moves
@@ -61,6 +61,7 @@ class CountingPrims {
   void recv(T*, int64_t n) { count(n, true, false); }
   void recvReduceSend(const T*, int64_t n) { count(n, true, true); }
   void recvReduceCopy(const T*, T*, int64_t n, bool) { count(n, true, false); }
+  void recvReduceCopyInOrder(const T*, T*, int64_t n, int, bool) { count(n, true, false); }
   void recvReduceCopySend(const T*, T*, int64_t n, bool) { count(n, true, true); }
   void recvCopySend(T*, int64_t n) { count(n, true, true); }
   void copySend(const T*, T*, int64_t n) { count(n, false, true); }
@@ -82,13 +83,18 @@ class CountingPrims {
   StepTally* tally_;
   int nRecv_, nSend_;
   int64_t stepElems_ = 0;
-  FifoEnd* recv_[kMaxTreeChildren] = {};
-  FifoEnd* send_[kMaxTreeChildren] = {};
+  static constexpr int kMaxFan = kMaxTreeChildren > kMaxFlatPeers ? kMaxTreeChildren : kMaxFlatPeers;
+  FifoEnd* recv_[kMaxFan] = {};
+  FifoEnd* send_[kMaxFan] = {};
 };
 
 // The algorithm choice mirrors run_work.h: T only sets the element size.
 template <typename T>
 void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally* tally) {
+  if (work.algo == Algo::kOneShot && work.func == Func::kAllReduce) {
+    CountingPrims<T> prims(tally, channel.flatRecv, channel.nFlat, channel.flatSend, channel.nFlat);
+    return oneShotAllReduce<T>(prims, work, channel.flatOwnAt);
+  }
   if (work.algo == Algo::kTree && work.func == Func::kAllReduce) {
     const TreeView& tree = channel.tree;
     const int parents = tree.up >= 0 ? 1 : 0;

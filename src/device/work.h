@@ -10,7 +10,7 @@
 namespace weft::device {
 
 enum class Func : uint8_t { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kSendRecv, kCount };
-enum class Algo : uint8_t { kRing = 0, kTree, kCount };
+enum class Algo : uint8_t { kRing = 0, kTree, kOneShot, kCount };
 enum class Proto : uint8_t { kSimple = 0, kLL, kLL128, kCount };
 
 // Element types, numbered as ncclDataType_t.
@@ -56,13 +56,16 @@ struct RingView {
 };
 
 constexpr int kMaxTreeChildren = 3;
+// One-shot AllReduce talks to every other rank of a node at once; a verb
+// combines at most kMaxSrcs (4) inputs, so nodes of up to 4 ranks.
+constexpr int kMaxFlatPeers = 3;
 
 // One channel's tree around this rank.
 struct TreeView {
-  int32_t up;                       // parent rank; -1 at the root
-  int32_t down[kMaxTreeChildren];   // children; -1 past nDown
+  int32_t up;                      // parent rank; -1 at the root
+  int32_t down[kMaxTreeChildren];  // children; -1 past nDown
   int32_t nDown;
-  int32_t depth;                    // levels of the whole tree (for chunk sizing)
+  int32_t depth;  // levels of the whole tree (for chunk sizing)
 };
 
 struct ChannelView {
@@ -78,6 +81,12 @@ struct ChannelView {
   FifoEnd* treeUpSend;                      // to the parent
   FifoEnd* treeDownRecv;                    // from the parent
   FifoEnd* treeDownSend[kMaxTreeChildren];  // to each child
+  // Every other rank, in rank order (one-shot algorithms); nFlat 0 when this
+  // channel has no such connections.
+  int32_t nFlat;
+  int32_t flatOwnAt;  // this rank's position among the flat peers' ranks
+  FifoEnd* flatRecv[kMaxFlatPeers];
+  FifoEnd* flatSend[kMaxFlatPeers];
 };
 
 // One collective's share on one channel. For AllReduce, Broadcast and Reduce

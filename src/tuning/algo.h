@@ -10,7 +10,9 @@
 
 namespace weft::tuning {
 
-enum class Algorithm : int { kRing = 0, kTree = 1, kCount = 2 };
+// kOneShot: every rank of a node sends its input to every other and each
+// combines all (device/oneshot.h); Weft's own name for NCCL_ALGO.
+enum class Algorithm : int { kRing = 0, kTree = 1, kOneShot = 2, kCount = 3 };
 enum class CollKind : int { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kCount };
 
 const char* algorithmName(Algorithm algo);
@@ -50,6 +52,17 @@ struct LinkCosts {
   double interGBs = 1.0;
 };
 
+// The host backend's figures; a hand-off costs far more when ranks outnumber
+// cores (the peer must first get a core).
+LinkCosts hostLinkCosts(bool oversubscribed);
+
+// Largest node a one-shot AllReduce serves (a verb combines at most 4 inputs).
+constexpr int kOneShotMaxRanks = 4;
+// Largest one-shot AllReduce: beyond it each rank's k-1 copies cost more
+// than the ring's hand-offs save (measured on 2 ranks: one-shot ahead at
+// 128 KiB, the ring ahead at 512 KiB).
+constexpr int64_t kOneShotMaxBytes = 256 << 10;
+
 struct Choice {
   Algorithm algo;
   double estimateUs[static_cast<int>(Algorithm::kCount)];  // <0: not possible
@@ -58,9 +71,10 @@ struct Choice {
 
 // Picks the cheapest allowed algorithm for `bytes` of `coll`. Rings are
 // always possible; trees only for AllReduce, when trees exist and the
-// backend runs them. When the filter allows nothing possible, Ring is used
-// and the reason says so.
+// backend runs them; one-shot only for AllReduce on one node of 2 to
+// kOneShotMaxRanks ranks whose backend runs it. When the filter allows
+// nothing possible, Ring is used and the reason says so.
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
-                       const AlgoFilter& filter, bool treesAvailable);
+                       const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable = false);
 
 }  // namespace weft::tuning

@@ -13,13 +13,13 @@
 namespace weft::device {
 namespace {
 
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    int n = 0;                                                                 \
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {                     \
-      cudaGetLastError();                                                      \
-      GTEST_SKIP() << "no usable CUDA device";                                 \
-    }                                                                          \
+#define REQUIRE_GPU()                                      \
+  do {                                                     \
+    int n = 0;                                             \
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) { \
+      cudaGetLastError();                                  \
+      GTEST_SKIP() << "no usable CUDA device";             \
+    }                                                      \
   } while (0)
 
 __global__ void sumTwoIntoTwo(const float* a, const float* b, float* x, float* y, int64_t n) {
@@ -27,7 +27,7 @@ __global__ void sumTwoIntoTwo(const float* a, const float* b, float* x, float* y
   CudaCoop coop(nullptr, scratch);
   const float* srcs[2] = {a, b};
   float* dsts[2] = {x, y};
-  reduceCopy<2, 2, 2, 2>(coop, FuncSum<float>(), srcs, 2, dsts, 2, n, false, false);
+  reduceCopy<2, 2, 2, 2>(coop, FuncSum<float>(), srcs, 2, dsts, 2, n, -1, false);
 }
 
 TEST(GpuReduceCopy, MatchesScalarReferenceAtEveryAlignment) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <ostream>
 #include <string>
 
 #include "nccl.h"
@@ -32,5 +33,8 @@ void runRanksRaw(RankMode mode, int nranks,
                  const std::function<void(int rank, int nranks, const ncclUniqueId& id)>& body);
 
 const char* modeName(RankMode mode);
+
+// gtest prints parameters with this (test names and failures read "threads").
+inline void PrintTo(RankMode mode, std::ostream* os) { *os << modeName(mode); }
 
 }  // namespace weft::test

@@ -64,5 +64,67 @@ TEST(ChooseAlgorithm, TreeOnlyWhereItExistsAndIsAllowed) {
   EXPECT_NE(std::string(none.reason).find("NCCL_ALGO"), std::string::npos);
 }
 
+TEST(AlgoFilter, OneShotByName) {
+  AlgoFilter only = parseOk("allreduce:OneShot");
+  EXPECT_TRUE(only.allows(CollKind::kAllReduce, Algorithm::kOneShot));
+  EXPECT_FALSE(only.allows(CollKind::kAllReduce, Algorithm::kRing));
+  EXPECT_FALSE(parseOk("^oneshot").allows(CollKind::kAllReduce, Algorithm::kOneShot));
+  EXPECT_STREQ(algorithmName(Algorithm::kOneShot), "OneShot");
+}
+
+// One node of 2 to 4 ranks, small AllReduce: one hand-off beats the ring's
+// 2(k-1); large ones go back to the ring (k-1 copies per rank).
+TEST(ChooseAlgorithm, OneShotForSmallAllReduceOnFewRanksOfOneNode) {
+  const AlgoFilter all;
+  for (bool oversubscribed : {false, true})
+    for (int k : {2, 3, 4}) {
+      const Shape shape{k, 1, k, k - 1};
+      const LinkCosts costs = hostLinkCosts(oversubscribed);
+      SCOPED_TRACE(::testing::Message() << k << " ranks" << (oversubscribed ? ", oversubscribed" : ""));
+      for (int64_t bytes : {int64_t{8}, int64_t{4096}}) {
+        const Choice c = chooseAlgorithm(CollKind::kAllReduce, bytes, shape, costs, all, true, true);
+        EXPECT_EQ(c.algo, Algorithm::kOneShot)
+            << bytes << " B: ring " << c.estimateUs[0] << " us, one-shot " << c.estimateUs[2] << " us";
+      }
+      const Choice big = chooseAlgorithm(CollKind::kAllReduce, 4 << 20, shape, costs, all, true, true);
+      EXPECT_EQ(big.algo, Algorithm::kRing);
+      EXPECT_LT(big.estimateUs[2], 0) << "one-shot is not offered above kOneShotMaxBytes";
+    }
+}
+
+TEST(ChooseAlgorithm, OneShotNeverAcrossNodesBeyondFourRanksOrWhereTheBackendLacksIt) {
+  const AlgoFilter all;
+  const LinkCosts costs;
+  EXPECT_NE(chooseAlgorithm(CollKind::kAllReduce, 8, Shape{4, 2, 2, 2}, costs, all, true, true).algo,
+            Algorithm::kOneShot);
+  EXPECT_NE(chooseAlgorithm(CollKind::kAllReduce, 8, Shape{5, 1, 5, 4}, costs, all, true, true).algo,
+            Algorithm::kOneShot);
+  EXPECT_NE(chooseAlgorithm(CollKind::kAllReduce, 8, Shape{2, 1, 2, 1}, costs, all, true, false).algo,
+            Algorithm::kOneShot);
+  EXPECT_NE(chooseAlgorithm(CollKind::kBroadcast, 8, Shape{2, 1, 2, 1}, costs, all, true, true).algo,
+            Algorithm::kOneShot);
+  // Forced where impossible: Ring, and the reason says why.
+  const Choice forced =
+      chooseAlgorithm(CollKind::kAllReduce, 8, Shape{5, 1, 5, 4}, costs, parseOk("OneShot"), true, true);
+  EXPECT_EQ(forced.algo, Algorithm::kRing);
+  EXPECT_NE(std::string(forced.reason).find("NCCL_ALGO"), std::string::npos);
+}
+
+// 4 ranks sharing 2 cores: each hand-off waits for a core, so one-shot
+// stays ahead to larger sizes than on a machine with a core per rank.
+TEST(ChooseAlgorithm, OversubscriptionMovesTheCrossoverUp) {
+  const AlgoFilter all;
+  const Shape shape{4, 1, 4, 3};
+  auto lastOneShot = [&](bool oversubscribed) {
+    int64_t last = 0;
+    for (int64_t bytes = 8; bytes <= kOneShotMaxBytes; bytes *= 2)
+      if (chooseAlgorithm(CollKind::kAllReduce, bytes, shape, hostLinkCosts(oversubscribed), all, true, true).algo ==
+          Algorithm::kOneShot)
+        last = bytes;
+    return last;
+  };
+  EXPECT_GT(lastOneShot(true), lastOneShot(false));
+}
+
 }  // namespace
 }  // namespace weft::tuning

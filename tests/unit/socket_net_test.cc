@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ostream>
+#include <thread>
 
 #include "net_test_util.h"
 #include "transport/net/socket_comm.h"
@@ -154,10 +156,22 @@ const std::vector<int64_t>& interestingSizes() {
 struct SocketSetting {
   const char* threads;  // NCCL_SOCKET_NTHREADS, or null: unset
   const char* perThread;
-  int dataSockets;  // what the setting should give
+  int dataSockets;  // what the setting should give; -1: the default for this machine
 };
 
+int expectedDataSockets(const SocketSetting& setting) {
+  return setting.dataSockets >= 0 ? setting.dataSockets
+                                  : transport::socketDefaultThreads(std::thread::hardware_concurrency());
+}
+
+// Short, readable parameter text in test names and failures.
+void PrintTo(const SocketSetting& setting, std::ostream* os) {
+  *os << "NTHREADS=" << (setting.threads ? setting.threads : "unset")
+      << " PERTHREAD=" << (setting.perThread ? setting.perThread : "unset");
+}
+
 std::string settingName(const ::testing::TestParamInfo<SocketSetting>& setting) {
+  if (setting.param.dataSockets < 0) return "DefaultDataSockets";
   return std::to_string(setting.param.dataSockets) + "DataSockets";
 }
 
@@ -170,7 +184,7 @@ class SocketTransfer : public ::testing::TestWithParam<SocketSetting> {
     const int before = openFdCount();
     ASSERT_NO_FATAL_FAILURE(connectPair(&pair_));
     // Each end holds a control socket and the data sockets.
-    EXPECT_EQ(openFdCount() - before, 2 * (1 + GetParam().dataSockets));
+    EXPECT_EQ(openFdCount() - before, 2 * (1 + expectedDataSockets(GetParam())));
   }
   CommPair pair_;
 };
@@ -191,9 +205,19 @@ TEST_P(SocketTransfer, ManyLargeMessagesInFlight) {
 
 INSTANTIATE_TEST_SUITE_P(Settings, SocketTransfer,
                          ::testing::Values(SocketSetting{"0", "1", 0}, SocketSetting{"1", "1", 1},
-                                           SocketSetting{nullptr, nullptr, 2}, SocketSetting{"3", "2", 6},
-                                           SocketSetting{"4", "4", 16}),
+                                           SocketSetting{nullptr, nullptr, -1}, SocketSetting{"2", nullptr, 2},
+                                           SocketSetting{"3", "2", 6}, SocketSetting{"4", "4", 16}),
                          settingName);
+
+TEST(SocketNet, HelperThreadsByDefaultOnlyWhereThereAreCoresForThem) {
+  EXPECT_EQ(transport::socketDefaultThreads(1), 0);
+  EXPECT_EQ(transport::socketDefaultThreads(2), 0);
+  EXPECT_EQ(transport::socketDefaultThreads(7), 0);
+  EXPECT_EQ(transport::socketDefaultThreads(8), 2);
+  EXPECT_EQ(transport::socketDefaultThreads(15), 2);
+  EXPECT_EQ(transport::socketDefaultThreads(16), 4);
+  EXPECT_EQ(transport::socketDefaultThreads(128), 4);
+}
 
 // ---- the busy contract -----------------------------------------------------------
 

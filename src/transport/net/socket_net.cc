@@ -22,6 +22,14 @@
 #include "transport/net/socket_comm.h"
 
 namespace weft::transport {
+
+// Threads and sockets per connection: the product is at most 64. By default
+// helper threads only where there are cores to run them: on small machines
+// every hand-off to a helper costs more than the copy it saves (measured on
+// 2 cores: 0 helpers moved 2 MiB 3.6x faster than 2 helpers; see
+// docs/performance.md), while one TCP stream cannot fill a fast NIC.
+int socketDefaultThreads(unsigned cores) { return cores >= 16 ? 4 : cores >= 8 ? 2 : 0; }
+
 namespace {
 
 using socknet::kMaxDataSockets;
@@ -82,20 +90,10 @@ std::vector<std::string>& pciPaths() {
   return paths;
 }
 
-// Threads and sockets per connection: the product is at most 64. By default
-// helper threads only where there are cores to run them: on small machines
-// every hand-off to a helper costs more than the copy it saves (measured on
-// 2 cores: 0 helpers moved 2 MiB 3.6x faster than 2 helpers; see
-// docs/performance.md), while one TCP stream cannot fill a fast NIC.
-int64_t defaultThreads() {
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores >= 16 ? 4 : cores >= 8 ? 2 : 0;
-}
-
 void socketCounts(int32_t* nThreads, int32_t* nSockets) {
   int64_t threads = param::socketNThreads();
   int64_t perThread = param::nsocksPerThread();
-  if (threads < 0) threads = defaultThreads();
+  if (threads < 0) threads = socketDefaultThreads(std::thread::hardware_concurrency());
   if (perThread < 0) perThread = 1;
   threads = std::clamp<int64_t>(threads, 0, kMaxDataSockets);
   perThread = std::clamp<int64_t>(perThread, 1, kMaxDataSockets);
@@ -113,10 +111,10 @@ ncclResult_t netInit(weftNetLogger_t) {
       std::free(path);
     }
   });
-  return interfaces().empty() ? fail(errorStatus(ncclSystemError,
-                                                 "no network interface matches NCCL_SOCKET_IFNAME=\"%s\"",
-                                                 param::socketIfname().c_str()))
-                              : ncclSuccess;
+  return interfaces().empty()
+             ? fail(errorStatus(ncclSystemError, "no network interface matches NCCL_SOCKET_IFNAME=\"%s\"",
+                                param::socketIfname().c_str()))
+             : ncclSuccess;
 }
 
 ncclResult_t netDevices(int* ndev) {
@@ -284,8 +282,8 @@ ncclResult_t netTest(void* opaqueRequest, int* done, int* size) {
   bool finished = false;
   int64_t bytes = 0;
   Status s = r->comm->test(r, &finished, &bytes);
-  if (!s.ok()) return fail(s.withContext(std::string(r->comm->isSend() ? "sending to " : "receiving from ") +
-                                         r->comm->peer()));
+  if (!s.ok())
+    return fail(s.withContext(std::string(r->comm->isSend() ? "sending to " : "receiving from ") + r->comm->peer()));
   *done = finished ? 1 : 0;
   if (finished && size) *size = static_cast<int>(bytes);
   return ncclSuccess;
@@ -307,10 +305,10 @@ ncclResult_t netGetDeviceMr(void*, void*, void**) {
 
 ncclResult_t netIrecvConsumed(void*, int, void*) { return ncclSuccess; }
 
-const weftNet_v8_t kSocketNet = {
-    "Socket",  netInit,  netDevices,   netGetProperties, netListen,   netConnect,     netAccept,
-    netRegMr,  netRegMrDmaBuf, netDeregMr, netIsend,   netIrecv,    netIflush,      netTest,
-    netCloseComm, netCloseComm, netCloseListen, netGetDeviceMr, netIrecvConsumed};
+const weftNet_v8_t kSocketNet = {"Socket",     netInit,        netDevices,     netGetProperties, netListen,
+                                 netConnect,   netAccept,      netRegMr,       netRegMrDmaBuf,   netDeregMr,
+                                 netIsend,     netIrecv,       netIflush,      netTest,          netCloseComm,
+                                 netCloseComm, netCloseListen, netGetDeviceMr, netIrecvConsumed};
 
 }  // namespace
 

@@ -13,6 +13,10 @@ namespace weft::transport {
 
 const weftNet_v8_t& socketNet();
 
+// Helper threads per connection when NCCL_SOCKET_NTHREADS is unset, for a
+// machine with `cores` cores (one data socket per thread by default).
+int socketDefaultThreads(unsigned cores);
+
 // The most recent failure the socket network saw on this thread, in words
 // (the plugin interface itself returns only a code); empty when none.
 std::string socketNetLastError();

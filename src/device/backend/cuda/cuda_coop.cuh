@@ -19,6 +19,7 @@ class CudaCoop {
   // Tree kernels are not instantiated for CUDA yet (build time); the planner
   // keeps cuda communicators on rings.
   static constexpr bool kHasTree = false;
+  static constexpr bool kHasOneShot = false;
   // scratch: at least 2 ints of the block's shared memory.
   __device__ CudaCoop(const uint32_t* abortFlag, int* scratch) : abortFlag_(abortFlag), scratch_(scratch) {}
 

@@ -49,6 +49,7 @@ class HostCoop {
   explicit HostCoop(const HostWaitConfig& config) : config_(config) {}
 
   static constexpr bool kHasTree = true;
+  static constexpr bool kHasOneShot = true;
   static constexpr int threadRank() { return 0; }
   static constexpr int size() { return 1; }
   static constexpr bool leader() { return true; }
@@ -71,17 +72,22 @@ class HostCoop {
   template <typename Ready, typename Culprit>
   bool waitSlow(Ready& ready, Culprit& culprit) {
     Backoff backoff(config_.spinCount);
-    const int64_t start = nowNs();
-    int64_t nextPeerCheck = start + config_.peerCheckNs;
+    // The clock is read only once spinning is over: most waits end sooner.
+    int64_t start = 0;
+    int64_t nextPeerCheck = 0;
     for (uint32_t polls = 1;; ++polls) {
       if (!config_.help || !config_.help(config_.helpContext)) backoff.pause();
       if (ready()) return true;
       if ((polls & 255) != 0 && !backoff.pastSpinning()) continue;
+      const int64_t now = nowNs();
+      if (start == 0) {
+        start = now;
+        nextPeerCheck = now + config_.peerCheckNs;
+      }
       if (config_.abortFlag && config_.abortFlag->load(std::memory_order_relaxed))
         return fail(WaitFailure::kAborted, culprit(), start);
       if (config_.netFailed && config_.netFailed->load(std::memory_order_relaxed))
         return fail(WaitFailure::kNetwork, culprit(), start);
-      const int64_t now = nowNs();
       if (config_.timeoutNs > 0 && now - start > config_.timeoutNs)
         return fail(WaitFailure::kTimeout, culprit(), start);
       if (now >= nextPeerCheck && config_.peerPids) {
