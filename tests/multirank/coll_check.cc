@@ -1,10 +1,14 @@
 #include "multirank/coll_check.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "device/types.h"
@@ -68,11 +72,16 @@ double load(ncclDataType_t t, const void* base, size_t i) {
     using T = decltype(z);
     using namespace weft::device;
     const T v = static_cast<const T*>(base)[i];
-    if constexpr (std::is_same_v<T, half_t>) out = halfToFloat(v);
-    else if constexpr (std::is_same_v<T, bfloat16_t>) out = bfloat16ToFloat(v);
-    else if constexpr (std::is_same_v<T, fp8e4m3_t>) out = fp8e4m3ToFloat(v);
-    else if constexpr (std::is_same_v<T, fp8e5m2_t>) out = fp8e5m2ToFloat(v);
-    else out = static_cast<double>(v);
+    if constexpr (std::is_same_v<T, half_t>)
+      out = halfToFloat(v);
+    else if constexpr (std::is_same_v<T, bfloat16_t>)
+      out = bfloat16ToFloat(v);
+    else if constexpr (std::is_same_v<T, fp8e4m3_t>)
+      out = fp8e4m3ToFloat(v);
+    else if constexpr (std::is_same_v<T, fp8e5m2_t>)
+      out = fp8e5m2ToFloat(v);
+    else
+      out = static_cast<double>(v);
   });
   return out;
 }
@@ -85,7 +94,8 @@ double input(const CollCase& c, int r, size_t i, int n) {
     case TestOp::kProd:
       if (integer) return static_cast<double>(1 + (ru + i) % 3);
       return r < 3 && (ru + i) % 2 == 0 ? 2 : 1;  // products stay <= 8
-    case TestOp::kMax: case TestOp::kMin:
+    case TestOp::kMax:
+    case TestOp::kMin:
       return static_cast<double>((ru * 5 + i * 3) % static_cast<size_t>(std::min(11.0, exactLimit(c.type) + 1)));
     default: {
       const double scale = c.op == TestOp::kPreMulHost || c.op == TestOp::kPreMulPtr ? 2 : 1;
@@ -104,8 +114,10 @@ double reduced(const CollCase& c, size_t i, int n) {
   double best = input(c, 0, i, n);
   for (int r = 0; r < n; ++r) {
     const double v = input(c, r, i, n) * (premul ? 2 : 1);
-    if (c.op == TestOp::kProd) acc *= static_cast<uint64_t>(v), facc *= v;
-    else acc += static_cast<uint64_t>(v), facc += v;
+    if (c.op == TestOp::kProd)
+      acc *= static_cast<uint64_t>(v), facc *= v;
+    else
+      acc += static_cast<uint64_t>(v), facc += v;
     best = c.op == TestOp::kMax ? std::max(best, v) : std::min(best, v);
   }
   if (c.op == TestOp::kMax || c.op == TestOp::kMin) return best;
@@ -124,10 +136,12 @@ double reduced(const CollCase& c, size_t i, int n) {
 double expected(const CollCase& c, size_t i, int rank, int n) {
   const size_t me = static_cast<size_t>(rank);
   switch (c.coll) {
-    case CollOp::kAllReduce: case CollOp::kReduce: return reduced(c, i, n);
+    case CollOp::kAllReduce:
+    case CollOp::kReduce: return reduced(c, i, n);
     case CollOp::kReduceScatter: return reduced(c, me * c.count + i, n);
     case CollOp::kBroadcast: return input(c, c.root, i, n);
-    case CollOp::kAllGather: case CollOp::kGather: return input(c, static_cast<int>(i / c.count), i % c.count, n);
+    case CollOp::kAllGather:
+    case CollOp::kGather: return input(c, static_cast<int>(i / c.count), i % c.count, n);
     case CollOp::kAlltoAll: return input(c, static_cast<int>(i / c.count), me * c.count + i % c.count, n);
     case CollOp::kScatter: return input(c, c.root, me * c.count + i, n);
   }
@@ -137,8 +151,11 @@ double expected(const CollCase& c, size_t i, int rank, int n) {
 bool matches(const CollCase& c, double got, double want) {
   if (isInt(c.type) || c.op != TestOp::kAvg) return got == want;
   const double ulp = std::ldexp(std::max(1.0, std::fabs(want)), c.type == ncclFloat64 ? -50 : -20);
-  const double lowUlp = c.type == ncclFloat8e5m2 ? 0.25 : c.type == ncclFloat8e4m3 ? 0.125
-                        : c.type == ncclBfloat16 ? 1.0 / 128 : c.type == ncclFloat16 ? 1.0 / 1024 : 0;
+  const double lowUlp = c.type == ncclFloat8e5m2   ? 0.25
+                        : c.type == ncclFloat8e4m3 ? 0.125
+                        : c.type == ncclBfloat16   ? 1.0 / 128
+                        : c.type == ncclFloat16    ? 1.0 / 1024
+                                                   : 0;
   return std::fabs(got - want) <= 4 * std::max(ulp, lowUlp * std::max(1.0, std::fabs(want)));
 }
 
@@ -150,7 +167,8 @@ Sizes sizesOf(const CollCase& c, int rank, int n) {
   const size_t nn = static_cast<size_t>(n), k = c.count;
   switch (c.coll) {
     case CollOp::kAllGather: return {k, k * nn, k * nn, 0};
-    case CollOp::kReduceScatter: return {k * nn, c.inPlace ? k * nn : k, k, c.inPlace ? static_cast<size_t>(rank) * k : 0};
+    case CollOp::kReduceScatter:
+      return {k * nn, c.inPlace ? k * nn : k, k, c.inPlace ? static_cast<size_t>(rank) * k : 0};
     case CollOp::kAlltoAll: return {k * nn, k * nn, k * nn, 0};
     case CollOp::kGather: return {k, k * nn, rank == c.root ? k * nn : 0, 0};
     case CollOp::kScatter: return {k * nn, k, k, 0};
@@ -176,8 +194,8 @@ ncclResult_t call(const CollCase& c, const void* send, void* recv, ncclRedOp_t o
 }  // namespace
 
 const char* collName(CollOp c) {
-  static const char* k[] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll", "Gather",
-                            "Scatter"};
+  static const char* k[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                            "ReduceScatter", "AlltoAll",  "Gather", "Scatter"};
   return k[static_cast<int>(c)];
 }
 const char* opName(TestOp op) {
@@ -185,13 +203,11 @@ const char* opName(TestOp op) {
   return k[static_cast<int>(op)];
 }
 const char* typeName(ncclDataType_t t) {
-  static const char* k[] = {"int8",  "uint8",   "int32",  "uint32",   "int64",  "uint64",
-                            "half", "float32", "double", "bfloat16", "e4m3", "e5m2"};
+  static const char* k[] = {"int8", "uint8",   "int32",  "uint32",   "int64", "uint64",
+                            "half", "float32", "double", "bfloat16", "e4m3",  "e5m2"};
   return t >= 0 && t < ncclNumTypes ? k[t] : "?";
 }
-bool isReducing(CollOp c) {
-  return c == CollOp::kAllReduce || c == CollOp::kReduce || c == CollOp::kReduceScatter;
-}
+bool isReducing(CollOp c) { return c == CollOp::kAllReduce || c == CollOp::kReduce || c == CollOp::kReduceScatter; }
 bool hasInPlace(CollOp c) { return c <= CollOp::kReduceScatter; }
 
 std::string describe(const CollCase& c) {
@@ -222,7 +238,8 @@ bool runAndCheck(const RankContext& ctx, const CollCase& c) {
     case TestOp::kMax: op = ncclMax; break;
     case TestOp::kMin: op = ncclMin; break;
     case TestOp::kAvg: op = ncclAvg; break;
-    case TestOp::kPreMulHost: case TestOp::kPreMulPtr: {
+    case TestOp::kPreMulHost:
+    case TestOp::kPreMulPtr: {
       const ncclScalarResidence_t where = c.op == TestOp::kPreMulHost ? ncclScalarHostImmediate : ncclScalarDevice;
       EXPECT_EQ(ncclRedOpCreatePreMulSum(&op, scalar, c.type, where, ctx.comm), ncclSuccess)
           << ncclGetLastError(ctx.comm);
@@ -264,17 +281,54 @@ bool runAndCheck(const RankContext& ctx, const CollCase& c) {
   return bad == 0;
 }
 
+std::string tempPath(const char* tag) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/tmp/weft-%s-XXXXXX", tag);
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  close(fd);
+  return path;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `body` on `nranks` threads with NCCL_DEBUG=INFO into a file and
+// returns the log.
+std::string runLogged(int nranks, const char* subsys, const std::function<void(RankContext&)>& body) {
+  const std::string path = tempPath("log");
+  {
+    ScopedEnv debug("NCCL_DEBUG", "INFO");
+    ScopedEnv sub("NCCL_DEBUG_SUBSYS", subsys);
+    ScopedEnv file("NCCL_DEBUG_FILE", path.c_str());
+    ncclResetDebugInit();
+    runRanks(RankMode::kThreads, nranks, body);
+  }
+  ncclResetDebugInit();
+  std::string text = slurp(path);
+  std::remove(path.c_str());
+  return text;
+}
+
 ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
   const char* old = std::getenv(name);
   had_ = old != nullptr;
   if (had_) old_ = old;
-  if (value) setenv(name, value, 1);
-  else unsetenv(name);
+  if (value)
+    setenv(name, value, 1);
+  else
+    unsetenv(name);
 }
 
 ScopedEnv::~ScopedEnv() {
-  if (had_) setenv(name_.c_str(), old_.c_str(), 1);
-  else unsetenv(name_.c_str());
+  if (had_)
+    setenv(name_.c_str(), old_.c_str(), 1);
+  else
+    unsetenv(name_.c_str());
 }
 
 }  // namespace weft::test

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "multirank/harness.h"
@@ -55,5 +56,13 @@ class ScopedEnv {
   std::string old_;
   bool had_;
 };
+
+// A fresh file /tmp/weft-<tag>-XXXXXX (created empty) and a file's contents.
+std::string tempPath(const char* tag);
+std::string slurp(const std::string& path);
+
+// Runs `body` on `nranks` threads with NCCL_DEBUG=INFO for `subsys` into a
+// file (the log set up afresh around it) and returns what was logged.
+std::string runLogged(int nranks, const char* subsys, const std::function<void(RankContext&)>& body);
 
 }  // namespace weft::test

@@ -13,17 +13,15 @@
 namespace weft::test {
 namespace {
 
-const CollOp kAllColls[] = {CollOp::kAllReduce, CollOp::kBroadcast,     CollOp::kReduce,
-                            CollOp::kAllGather, CollOp::kReduceScatter, CollOp::kAlltoAll,
-                            CollOp::kGather,    CollOp::kScatter};
+const CollOp kAllColls[] = {CollOp::kAllReduce,     CollOp::kBroadcast, CollOp::kReduce, CollOp::kAllGather,
+                            CollOp::kReduceScatter, CollOp::kAlltoAll,  CollOp::kGather, CollOp::kScatter};
 const TestOp kAllOps[] = {TestOp::kSum, TestOp::kProd,       TestOp::kMax,      TestOp::kMin,
                           TestOp::kAvg, TestOp::kPreMulHost, TestOp::kPreMulPtr};
 
 // Runs every case on every rank of one communicator.
 void runCases(RankMode mode, int nranks, const std::vector<CollCase>& cases) {
   runRanks(mode, nranks, [&](RankContext& ctx) {
-    for (const CollCase& c : cases)
-      runAndCheck(ctx, c);  // every rank makes every call, even after a failure
+    for (const CollCase& c : cases) runAndCheck(ctx, c);  // every rank makes every call, even after a failure
   });
 }
 
@@ -44,8 +42,8 @@ TEST_P(TypesAndOps, EveryCollectiveOpAndPlacement) {
   runCases(mode, 3, cases);
 }
 
-const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,
-                                    ncclInt64,   ncclUint64,  ncclFloat16,  ncclFloat32,
+const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                    ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
                                     ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 std::string typeParamName(const ::testing::TestParamInfo<TypeParam>& p) {
@@ -70,7 +68,15 @@ std::vector<size_t> borderCounts(size_t elemSize, int nranks, int channels) {
   const size_t step = kStepBytes / elemSize;
   const size_t n = static_cast<size_t>(nranks);
   const size_t chunk = 4 * step;  // WEFT_CHUNK_STEPS default
-  return {0, 1, 7, step - 1, step, step + 1, step * n - 1, step * n + 1, chunk * n * static_cast<size_t>(channels) + 3,
+  return {0,
+          1,
+          7,
+          step - 1,
+          step,
+          step + 1,
+          step * n - 1,
+          step * n + 1,
+          chunk * n * static_cast<size_t>(channels) + 3,
           (size_t{3} << 20) / elemSize + 5};
 }
 

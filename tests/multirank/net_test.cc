@@ -105,8 +105,7 @@ void expectNamedNetworkFailure(const RankContext& ctx, ncclResult_t rc, double s
 TEST(AcrossHostsFailures, KilledRankFailsTheOthersNamingIt) {
   runHosts(3, [](RankContext& ctx) {
     std::vector<float> big(1 << 20, 1.0f);
-    ASSERT_EQ(ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr),
-              ncclSuccess);
+    ASSERT_EQ(ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr), ncclSuccess);
     if (ctx.rank == 2) _exit(0);  // dies holding its communicator, as a crash would
     const auto t0 = std::chrono::steady_clock::now();
     ncclResult_t rc = ncclSuccess;

@@ -6,12 +6,7 @@
 // shared); chosen by default for small messages, with its reason logged.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -88,37 +83,21 @@ INSTANTIATE_TEST_SUITE_P(Ranks, OneShot,
                                   std::to_string(std::get<1>(p.param)) + "ranks";
                          });
 
-// The log is set up once per process (as NCCL's): both runs share one file.
-TEST(OneShotChoice, DefaultForSmallAllReducesForcedOnFiveRanksFallsBackAndSaysWhy) {
-  char path[] = "/tmp/weft-oneshot-log-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  {
-    ScopedEnv debug("NCCL_DEBUG", "INFO");
-    ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
-    ScopedEnv file("NCCL_DEBUG_FILE", path);
-    {
-      ScopedEnv filter("NCCL_ALGO", nullptr);
-      runRanks(RankMode::kThreads, 4, [&](RankContext& ctx) {
-        runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 16, 0, false});
-      });
-    }
-    {
-      ScopedEnv filter("NCCL_ALGO", "allreduce:OneShot");
-      runRanks(RankMode::kThreads, 5, [&](RankContext& ctx) {
-        runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 24, 0, false});
-      });
-    }
-  }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(path);
-  const std::string log = text.str();
+TEST(OneShotChoice, SmallAllReduceOnFourRanksIsOneShotByDefault) {
+  ScopedEnv filter("NCCL_ALGO", nullptr);
+  const std::string log = runLogged(4, "TUNING", [](RankContext& ctx) {
+    runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 16, 0, false});
+  });
   EXPECT_NE(log.find("AllReduce 64 bytes: OneShot"), std::string::npos) << log;
   EXPECT_NE(log.find("the cheapest estimate"), std::string::npos) << log;
-  EXPECT_NE(log.find("AllReduce 96 bytes: Ring"), std::string::npos) << log;
+}
+
+TEST(OneShotChoice, ForcedOnFiveRanksFallsBackToRingAndSaysWhy) {
+  ScopedEnv filter("NCCL_ALGO", "allreduce:OneShot");
+  const std::string log = runLogged(5, "TUNING", [](RankContext& ctx) {
+    runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 16, 0, false});
+  });
+  EXPECT_NE(log.find("AllReduce 64 bytes: Ring"), std::string::npos) << log;
   EXPECT_NE(log.find("NCCL_ALGO allows nothing possible here"), std::string::npos) << log;
 }
 

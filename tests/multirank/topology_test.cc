@@ -19,39 +19,6 @@ namespace {
 
 const std::string kFixtures = WEFT_FIXTURES_DIR;
 
-std::string tempPath(const char* tag) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/tmp/weft-%s-XXXXXX", tag);
-  const int fd = mkstemp(path);
-  EXPECT_GE(fd, 0);
-  close(fd);
-  return path;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Runs `body` on `nranks` threads with NCCL_DEBUG=INFO into a file and
-// returns the log.
-std::string runLogged(int nranks, const char* subsys, const std::function<void(RankContext&)>& body) {
-  const std::string path = tempPath("topo-log");
-  {
-    ScopedEnv debug("NCCL_DEBUG", "INFO");
-    ScopedEnv sub("NCCL_DEBUG_SUBSYS", subsys);
-    ScopedEnv file("NCCL_DEBUG_FILE", path.c_str());
-    ncclResetDebugInit();
-    runRanks(RankMode::kThreads, nranks, body);
-  }
-  ncclResetDebugInit();
-  std::string text = slurp(path);
-  std::remove(path.c_str());
-  return text;
-}
-
 void allreduce(RankContext& ctx) { runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 5000, 0, false}); }
 
 TEST(TransportChoice, P2pLevelBelowThePathTurnsP2pOff) {

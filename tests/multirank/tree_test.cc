@@ -4,9 +4,6 @@
 // runs its ring across the same node shapes. A log check proves the tree ran.
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -67,26 +64,13 @@ TEST(VirtualNodesProcesses, TreeAllReduceAcrossProcesses) {
 
 // The planner's choice is visible in the log, with its reason.
 TEST(TreeChoice, LoggedWithItsReason) {
-  char path[] = "/tmp/weft-tree-log-XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  close(fd);
-  {
-    ScopedEnv ranksPerNode("WEFT_RANKS_PER_NODE", "1");
-    ScopedEnv algo("NCCL_ALGO", "allreduce:tree");
-    ScopedEnv debug("NCCL_DEBUG", "INFO");
-    ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
-    ScopedEnv file("NCCL_DEBUG_FILE", path);
-    runRanks(RankMode::kThreads, 4, [](RankContext& ctx) {
-      runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 1000, 0, false});
-    });
-  }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(path);
-  EXPECT_NE(text.str().find("AllReduce 4000 bytes: Tree"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("NCCL_ALGO excludes Ring"), std::string::npos) << text.str();
+  ScopedEnv ranksPerNode("WEFT_RANKS_PER_NODE", "1");
+  ScopedEnv algo("NCCL_ALGO", "allreduce:tree");
+  const std::string log = runLogged(4, "TUNING", [](RankContext& ctx) {
+    runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 1000, 0, false});
+  });
+  EXPECT_NE(log.find("AllReduce 4000 bytes: Tree"), std::string::npos) << log;
+  EXPECT_NE(log.find("NCCL_ALGO excludes Ring"), std::string::npos) << log;
 }
 
 }  // namespace

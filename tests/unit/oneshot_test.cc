@@ -16,22 +16,11 @@
 
 #include "device/backend/host/host_run.h"
 #include "device/step_tally.h"
+#include "fifo_link.h"
 #include "transport/connection.h"
 
 namespace weft::device {
 namespace {
-
-struct Link {
-  std::shared_ptr<void> memory;
-  FifoEnd producer{};
-  FifoEnd consumer{};
-  Link(int64_t stepBytes, int from, int to) {
-    const size_t bytes = transport::FifoLayout::totalBytes(stepBytes);
-    memory.reset(std::calloc(1, bytes), [](void* p) { std::free(p); });
-    transport::FifoLayout::attach(memory.get(), stepBytes, to, &producer);
-    transport::FifoLayout::attach(memory.get(), stepBytes, from, &consumer);
-  }
-};
 
 // links[from][to], every ordered pair of k ranks.
 struct Mesh {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "device/backend/host/host_run.h"
+#include "fifo_link.h"
 #include "transport/connection.h"
 
 namespace weft::device {
@@ -25,21 +26,6 @@ uint64_t tallied(const StepTally& tally, const FifoEnd* end) {
     if (tally.end(i) == end) return tally.steps(i);
   return 0;
 }
-
-// One connection's memory and both of its ends.
-struct Link {
-  std::shared_ptr<void> memory;
-  FifoEnd producer{};
-  FifoEnd consumer{};
-  Link(int64_t stepBytes, int from, int to) {
-    const size_t bytes = transport::FifoLayout::totalBytes(stepBytes);
-    memory.reset(std::calloc(1, bytes), [](void* p) { std::free(p); });
-    transport::FifoLayout::attach(memory.get(), stepBytes, to, &producer);
-    transport::FifoLayout::attach(memory.get(), stepBytes, from, &consumer);
-  }
-  uint64_t published() const { return *producer.tail; }
-  uint64_t released() const { return *consumer.head; }
-};
 
 // Runs each rank's work items on its own thread with the host data path.
 void runRanks(const std::vector<ChannelView>& views, const std::vector<std::vector<WorkItem>>& items) {
