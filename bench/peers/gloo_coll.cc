@@ -7,7 +7,6 @@
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
@@ -63,11 +62,15 @@ struct Bench {
       opts.setTag(tag++);
       gloo::allgather(opts);
     } else if (coll == "reducescatter") {
-      // Gloo's reduce-scatter works in place on the whole input.
-      std::copy(send.begin(), send.end(), work.begin());
-      std::vector<int> recvElems(static_cast<size_t>(nranks), static_cast<int>(count));
-      gloo::ReduceScatterHalvingDoubling<float> algo(ctx, {work.data()}, static_cast<int>(work.size()), recvElems);
-      algo.run();
+      // An allreduce of the whole input, then this rank's slice. Gloo's own
+      // ReduceScatterHalvingDoubling (Debian's libgloo) crashes or returns
+      // wrong slices from 32 KiB at 4 ranks and at 64 MiB at 2 ranks.
+      gloo::AllreduceOptions opts(ctx);
+      opts.setInput(send.data(), send.size());
+      opts.setOutput(work.data(), work.size());
+      opts.setReduceFunction(gloo::AllreduceOptions::Func(&sumFloats));
+      opts.setTag(tag++);
+      gloo::allreduce(opts);
       std::copy(work.begin() + static_cast<long>(count) * rank, work.begin() + static_cast<long>(count) * (rank + 1),
                 recv.begin());
     } else {
