@@ -106,7 +106,13 @@ TEST(AcrossHostsFailures, KilledRankFailsTheOthersNamingIt) {
   runHosts(3, [](RankContext& ctx) {
     std::vector<float> big(1 << 20, 1.0f);
     ASSERT_EQ(ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr), ncclSuccess);
-    if (ctx.rank == 2) _exit(0);  // dies holding its communicator, as a crash would
+    if (ctx.rank == 2) {
+      // A returned call has its data in FIFO slots, not necessarily on the
+      // wire yet (the proxy sends in the background, as NCCL's does):
+      // finalize flushes it, so the others' first call surely completes.
+      ASSERT_EQ(ncclCommFinalize(ctx.comm), ncclSuccess);
+      _exit(0);  // dies holding its communicator, as a crash would
+    }
     const auto t0 = std::chrono::steady_clock::now();
     ncclResult_t rc = ncclSuccess;
     for (int i = 0; i < 50 && rc == ncclSuccess; ++i)
