@@ -76,7 +76,8 @@ void postNetSteps(Comm* comm, const Plan& plan) {
     if (plan.channels[c].empty()) continue;
     const Channel& channel = comm->channels[c];
     const device::ChannelView view = channel.view(comm->rank);
-    device::StepTally tally;
+    thread_local device::StepTally tally;  // reused: no allocation per launch
+    tally.clear();
     for (const device::WorkItem& item : plan.channels[c]) device::tallyWorkItem(view, item, &tally);
     for (int i = 0; i < tally.size(); ++i)
       if (transport::NetLink* link = netLinkOf(channel, tally.end(i))) {

@@ -26,6 +26,7 @@ namespace weft::device {
 // fan: host-only code, a small vector searched linearly.
 class StepTally {
  public:
+  void clear() { entries_.clear(); }  // keeps the capacity
   void add(const FifoEnd* end, uint64_t steps) {
     if (end == nullptr || steps == 0) return;
     for (auto& entry : entries_)
