@@ -109,6 +109,10 @@ struct Comm {
 
   std::atomic<uint32_t> abortFlag{0};
   Plan plan;                     // the current launch's plan, reused (guarded by execMutex)
+  // The lone collective `plan` was made for, when it was one: a launch of
+  // the same collective on other buffers reuses the plan (core/launch.cc).
+  CollTask plannedTask{};
+  bool planReusable = false;
   std::atomic<int> apiCalls{0};  // API calls inside the library on this comm (ApiCallScope)
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};
   std::atomic<ncclResult_t> asyncError{ncclInProgress};

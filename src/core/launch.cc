@@ -29,6 +29,40 @@ PlanInputs planInputs(const Comm& comm) {
   return in;
 }
 
+bool sameOp(const ResolvedOp& a, const ResolvedOp& b) {
+  return a.kind == b.kind && a.scalarIsPointer == b.scalarIsPointer && a.scalarBits == b.scalarBits &&
+         a.scalarPtr == b.scalarPtr;
+}
+
+// Everything the planner reads of a task but its buffers and stream.
+bool sameShape(const CollTask& a, const CollTask& b) {
+  return a.func == b.func && a.count == b.count && a.dtype == b.dtype && a.root == b.root && sameOp(a.op, b.op);
+}
+
+// Plans the comm's queued tasks into comm->plan. A launch of one collective
+// shaped like the last one (the common loop: same call, same or other
+// buffers) patches the buffers into the previous plan instead: the plan
+// depends only on the task's shape and on inputs fixed at init.
+Status planLaunch(Comm* comm) {
+  const bool single = comm->collTasks.size() == 1 && comm->p2pTasks.empty();
+  if (single && comm->planReusable && sameShape(comm->collTasks[0], comm->plannedTask)) {
+    const CollTask& task = comm->collTasks[0];
+    for (auto& items : comm->plan.channels)
+      for (device::WorkItem& item : items) {
+        item.coll.sendbuff = task.sendbuff;
+        item.coll.recvbuff = task.recvbuff;
+      }
+    return okStatus();
+  }
+  comm->planReusable = false;
+  WEFT_RETURN_IF_ERROR(planTasks(planInputs(*comm), comm->collTasks, comm->p2pTasks, &comm->plan));
+  if (single) {
+    comm->plannedTask = comm->collTasks[0];
+    comm->planReusable = true;
+  }
+  return okStatus();
+}
+
 void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs) {
   for (const P2pBinding& b : plan.p2p) {
     if (b.sendPeer >= 0) needs->push_back({comm, b.channel, b.sendPeer, true});
@@ -112,7 +146,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
   cudaComms.clear();
   for (size_t i = 0; i < n; ++i) {
     if (!comms[i]->failure.ok()) return comms[i]->failure;
-    WEFT_RETURN_IF_ERROR(planTasks(planInputs(*comms[i]), comms[i]->collTasks, comms[i]->p2pTasks, &comms[i]->plan));
+    WEFT_RETURN_IF_ERROR(planLaunch(comms[i]));
     collectNeeds(comms[i], comms[i]->plan, &needs);
   }
   if (!needs.empty()) {

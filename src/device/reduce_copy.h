@@ -81,12 +81,16 @@ WEFT_HD bool allAligned16(const T* const* s, T* const* d) {
 template <int NSrc, int NDst, typename T, typename RedOp, typename Coop>
 WEFT_HD void reduceCopyFixed(Coop& coop, const RedOp& op, const T* const* srcs, T* const* dsts, int64_t n,
                              int preSource, bool applyPost) {
-  // Copies with nothing to compute go through memcpy on the host: it is
-  // faster than any loop we could write, with non-temporal stores for big runs.
+  // Copies with nothing to compute go through memcpy on the host, once per
+  // destination: it is faster than any loop we could write (with
+  // non-temporal stores for big runs), and the second pass reads a source
+  // that is at most one FIFO slot and still in cache. A fused byte loop with
+  // two outputs ran at a third of that (AllGather, 32 KiB: 9 us vs 3 us).
 #if !WEFT_DEVICE_PASS
-  if constexpr (NSrc == 1 && NDst == 1 && !RedOp::kHasPre && !RedOp::kHasPost) {
+  if constexpr (NSrc == 1 && !RedOp::kHasPre && !RedOp::kHasPost) {
     if (coop.size() == 1) {
-      if (dsts[0] != srcs[0]) memcpy(dsts[0], srcs[0], static_cast<size_t>(n) * sizeof(T));
+      for (int k = 0; k < NDst; ++k)
+        if (dsts[k] != srcs[0]) memcpy(dsts[k], srcs[0], static_cast<size_t>(n) * sizeof(T));
       return;
     }
   }

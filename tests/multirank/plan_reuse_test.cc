@@ -1,0 +1,106 @@
+// A call shaped like the previous one (same collective, count, type, op and
+// root) reuses the communicator's plan with the new buffers patched in
+// (core/launch.cc). These tests repeat calls the way a training loop does and
+// change one thing at a time, so that a reused plan that kept an old buffer,
+// an old scalar or an old root gives a wrong result.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "multirank/coll_check.h"
+
+namespace weft::test {
+namespace {
+
+using Setting = std::tuple<RankMode, int>;  // how the ranks run, how many
+class PlanReuse : public ::testing::TestWithParam<Setting> {};
+
+float input(int iter, int rank, size_t i) {
+  return static_cast<float>((iter + 1) * (rank + 1) + static_cast<int>(i % 7));
+}
+
+// The sum over ranks of input(iter, r, i), times `scale`.
+float expectedSum(int iter, int nranks, size_t i, float scale) {
+  float sum = 0;
+  for (int r = 0; r < nranks; ++r) sum += input(iter, r, i);
+  return sum * scale;
+}
+
+// Same AllReduce on alternating buffer pairs, in place every third call:
+// each call must read its own sendbuff and write its own recvbuff.
+TEST_P(PlanReuse, SameCallOnOtherBuffers) {
+  const auto [mode, nranks] = GetParam();
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    for (size_t n : {size_t{5}, size_t{3000}, size_t{70000}}) {
+      std::vector<float> send[2] = {std::vector<float>(n), std::vector<float>(n)};
+      std::vector<float> recv[2] = {std::vector<float>(n), std::vector<float>(n)};
+      for (int iter = 0; iter < 6; ++iter) {
+        const int b = iter % 2;
+        const bool inPlace = iter % 3 == 2;
+        for (size_t i = 0; i < n; ++i) send[b][i] = input(iter, ctx.rank, i);
+        std::fill(recv[b].begin(), recv[b].end(), -1.0f);
+        float* out = inPlace ? send[b].data() : recv[b].data();
+        ASSERT_EQ(ncclAllReduce(send[b].data(), out, n, ncclFloat32, ncclSum, ctx.comm, nullptr), ncclSuccess);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(out[i], expectedSum(iter, ctx.nranks, i, 1.0f))
+              << "count " << n << " iteration " << iter << " element " << i;
+        }
+        if (!inPlace) {
+          ASSERT_EQ(send[b][0], input(iter, ctx.rank, 0)) << "sendbuff was written";
+        }
+      }
+    }
+  });
+}
+
+// PreMulSum with a new host scalar each call, same count and type: the
+// scalar is part of the call's shape, so no call may use the last one's.
+TEST_P(PlanReuse, NewScalarEachCall) {
+  const auto [mode, nranks] = GetParam();
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    const size_t n = 1000;
+    std::vector<float> send(n);
+    std::vector<float> recv(n);
+    for (int iter = 0; iter < 4; ++iter) {
+      float scalar = static_cast<float>(iter + 2);
+      ncclRedOp_t op;
+      ASSERT_EQ(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, ctx.comm), ncclSuccess);
+      for (size_t i = 0; i < n; ++i) send[i] = input(0, ctx.rank, i);
+      ASSERT_EQ(ncclAllReduce(send.data(), recv.data(), n, ncclFloat32, op, ctx.comm, nullptr), ncclSuccess);
+      ASSERT_EQ(ncclRedOpDestroy(op, ctx.comm), ncclSuccess);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(recv[i], expectedSum(0, ctx.nranks, i, scalar)) << "scalar " << scalar << " element " << i;
+    }
+  });
+}
+
+// Broadcast with the root moving round the ranks and the count changing
+// back and forth: a new root or count is a new plan.
+TEST_P(PlanReuse, RootAndCountChanges) {
+  const auto [mode, nranks] = GetParam();
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    std::vector<int> buf(5000);
+    for (int iter = 0; iter < 3 * ctx.nranks; ++iter) {
+      const int root = iter % ctx.nranks;
+      const size_t n = iter % 3 == 0 ? 5000 : 64;
+      for (size_t i = 0; i < n; ++i) buf[i] = ctx.rank == root ? iter * 1000 + root * 7 + static_cast<int>(i) : -1;
+      ASSERT_EQ(ncclBroadcast(buf.data(), buf.data(), n, ncclInt32, root, ctx.comm, nullptr), ncclSuccess);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(buf[i], iter * 1000 + root * 7 + static_cast<int>(i)) << "root " << root << " count " << n;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PlanReuse,
+                         ::testing::Combine(::testing::Values(RankMode::kThreads, RankMode::kProcesses),
+                                            ::testing::Values(2, 3)),
+                         [](const ::testing::TestParamInfo<Setting>& p) {
+                           return std::string(modeName(std::get<0>(p.param))) + "_" +
+                                  std::to_string(std::get<1>(p.param)) + "ranks";
+                         });
+
+}  // namespace
+}  // namespace weft::test
