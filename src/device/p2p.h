@@ -68,8 +68,8 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
     }
   }
   if (coop.leader()) {
-    if (hasSend) work.sendEnd->step = send.step;
-    if (hasRecv) work.recvEnd->step = recv.step;
+    if (hasSend) fifoSavePosition(work.sendEnd, send);
+    if (hasRecv) fifoSavePosition(work.recvEnd, recv);
   }
 }
 

@@ -45,8 +45,8 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
 
   WEFT_HD ~Primitives() {
     if (!coop_.leader()) return;
-    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) recvOrig_[i]->step = recv_[i].step;
-    for (int i = 0; i < kMaxSend && i < nSend_; ++i) sendOrig_[i]->step = send_[i].step;
+    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
   }
 
   Primitives(const Primitives&) = delete;
@@ -101,7 +101,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   template <bool Send, bool Dst>
   static constexpr int kVerbMaxDsts = (Dst ? 1 : 0) + (Send ? kMaxSend : 0);
 
-  WEFT_HD bool ready(int nr, int ns) const {
+  WEFT_HD bool ready(int nr, int ns) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
       if (!fifoCanConsume(recv_[i])) return false;
     for (int i = 0; i < kMaxSend && i < ns; ++i)
@@ -110,7 +110,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   }
 
   // The first peer not ready: whom a timeout blames.
-  WEFT_HD WaitSite culprit(int nr, int ns) const {
+  WEFT_HD WaitSite culprit(int nr, int ns) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
       if (!fifoCanConsume(recv_[i])) return WaitSite{recv_[i].peer, 0, channel_};
     for (int i = 0; i < kMaxSend && i < ns; ++i)

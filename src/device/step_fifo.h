@@ -45,9 +45,20 @@ struct FifoEnd {
   int64_t* sizes;
   int64_t stepBytes;
   uint64_t step;  // producer: steps published; consumer: steps consumed
-  int32_t peer;   // the rank at the other end (for messages)
+  // The other side's counter as this side last read it (producer: head,
+  // consumer: tail). Counters only grow, so while `seen` already allows the
+  // next step the shared line is not read again: a producer with free slots
+  // or a consumer with steps waiting touches no line the peer writes.
+  uint64_t seen;
+  int32_t peer;  // the rank at the other end (for messages)
   int32_t pad;
 };
+
+// Writes a working copy's position back to the end it was loaded from.
+WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
+  orig->step = local.step;
+  orig->seen = local.seen;
+}
 
 WEFT_HD char* fifoSlot(const FifoEnd& end) {
   return end.slots + static_cast<int64_t>(end.step % kFifoSteps) * end.stepBytes;
@@ -57,7 +68,12 @@ WEFT_HD char* fifoSlot(const FifoEnd& end) {
 
 // Acquire pairs with the consumer's release of head: its reads of the slot we
 // are about to overwrite happened before our writes.
-WEFT_HD bool fifoCanProduce(const FifoEnd& end) { return loadAcquire(end.head) + kFifoSteps > end.step; }
+// A cached `seen` comes from such an acquire made earlier by this side.
+WEFT_HD bool fifoCanProduce(FifoEnd& end) {
+  if (end.seen + kFifoSteps > end.step) return true;
+  end.seen = loadAcquire(end.head);
+  return end.seen + kFifoSteps > end.step;
+}
 
 // Release pairs with the consumer's acquire of tail: the slot bytes and size
 // written before this store are visible to whoever sees the new tail.
@@ -69,7 +85,11 @@ WEFT_HD void fifoPublish(FifoEnd& end, int64_t bytes) {
 
 // Consumer side -------------------------------------------------------------
 
-WEFT_HD bool fifoCanConsume(const FifoEnd& end) { return loadAcquire(end.tail) > end.step; }
+WEFT_HD bool fifoCanConsume(FifoEnd& end) {
+  if (end.seen > end.step) return true;
+  end.seen = loadAcquire(end.tail);
+  return end.seen > end.step;
+}
 
 WEFT_HD int64_t fifoSlotBytes(const FifoEnd& end) { return loadRelaxed(&end.sizes[end.step % kFifoSteps]); }
 

@@ -11,6 +11,7 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->sizes = control->sizes;
   end->stepBytes = stepBytes;
   end->step = 0;
+  end->seen = 0;
   end->peer = peer;
 }
 
