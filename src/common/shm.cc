@@ -66,7 +66,7 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, size_t bytes) {
     shm_unlink(name.c_str());
     return spaceError(bytes, err);
   }
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   err = errno;
   close(fd);
   if (data == MAP_FAILED) {
@@ -91,7 +91,7 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, size_t bytes) {
     return errorStatus(ncclInternalError, "shared segment %s has %lld bytes, expected %zu", name.c_str(),
                        static_cast<long long>(st.st_size), bytes);
   }
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int err = errno;
   close(fd);
   if (data == MAP_FAILED)

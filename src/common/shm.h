@@ -1,6 +1,9 @@
 // POSIX shared-memory segments for the shm transport. Names are unique per
 // job and connection; the creator's peer unlinks the name as soon as it has
 // mapped the segment, so a crash afterwards leaves nothing in /dev/shm.
+// Both sides map with MAP_POPULATE: a FIFO's pages are in the page tables
+// before the first collective, not faulted in one by one by its first calls
+// (a fault costs ~10 us on a small VM, more than a whole 8 B collective).
 #pragma once
 
 #include <cstddef>
