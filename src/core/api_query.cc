@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/cuda_backend.h"
 #include "transport/transport.h"
 #include "weft.h"
 
@@ -47,7 +48,15 @@ WEFT_NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device
 WEFT_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
   return apiCall("ncclCommGetAsyncError", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkQuery(comm, asyncError, "asyncError"));
-    *asyncError = asComm(comm)->asyncError.load(std::memory_order_acquire);
+    const Comm* c = asComm(comm);
+    *asyncError = c->asyncError.load(std::memory_order_acquire);
+    // cuda: a network failure stops the kernels without any host call (the
+    // proxy raises their abort flag); report it here at once, not only at the
+    // next call. One atomic load while nothing failed.
+    if (*asyncError == ncclSuccess && c->backend == weftBackendCuda) {
+      const weft::Status net = cudaNetworkFailure(*c);
+      if (!net.ok()) *asyncError = net.code();
+    }
     return weft::okStatus();
   });
 }

@@ -55,6 +55,16 @@ device::ChannelView Channel::deviceView(int rank) const {
     v.ringRecv = recv[static_cast<size_t>(ring.prev)]->deviceEnd;
     v.ringSend = send[static_cast<size_t>(ring.next)]->deviceEnd;
   }
+  if (tree.depth > 0) {
+    if (tree.up >= 0) {
+      v.treeUpSend = send[static_cast<size_t>(tree.up)]->deviceEnd;
+      v.treeDownRecv = recv[static_cast<size_t>(tree.up)]->deviceEnd;
+    }
+    for (int i = 0; i < tree.nDown; ++i) {
+      v.treeUpRecv[i] = recv[static_cast<size_t>(tree.down[i])]->deviceEnd;
+      v.treeDownSend[i] = send[static_cast<size_t>(tree.down[i])]->deviceEnd;
+    }
+  }
   return v;
 }
 

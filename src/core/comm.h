@@ -108,7 +108,7 @@ struct Comm {
   std::shared_ptr<const CommTopology> topology;  // set by buildChannels
 
   std::atomic<uint32_t> abortFlag{0};
-  Plan plan;                     // the current launch's plan, reused (guarded by execMutex)
+  Plan plan;  // the current launch's plan, reused (guarded by execMutex)
   // The lone collective `plan` was made for, when it was one: a launch of
   // the same collective on other buffers reuses the plan (core/launch.cc).
   CollTask plannedTask{};

@@ -34,10 +34,12 @@ transport::LinkSpec linkOf(const ConnectNeed& need) {
 }
 
 // Net links are driven by the communicator's proxy, created with the first.
+// On a network failure it raises proxyFailureFlag: on the cuda backend the
+// kernels' abort flag, which stops kernels waiting on a network FIFO.
 void adoptNetLink(Comm* comm, transport::Connection* conn) {
   if (conn->netLink == nullptr) return;
   if (!comm->proxy) {
-    comm->proxy = std::make_unique<proxy::ProgressEngine>(comm->rank, &comm->abortFlag, &comm->netFailed);
+    comm->proxy = std::make_unique<proxy::ProgressEngine>(comm->rank, &comm->abortFlag, proxyFailureFlag(comm));
     comm->proxy->start();
     WEFT_INFO(log::kProxy | log::kInit, "rank %d: proxy thread started", comm->rank);
   }
@@ -136,16 +138,12 @@ Result<const transport::Transport*> selectCudaTransport(const Comm& comm, const 
 Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) {
   const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
   const PeerInfo& other = comm.peers[static_cast<size_t>(peer)];
-  // Different hosts, or different virtual nodes of one host.
-  if (comm.nodeOf[static_cast<size_t>(comm.rank)] != comm.nodeOf[static_cast<size_t>(peer)]) {
-    if (comm.backend == weftBackendCuda)
-      return errorStatus(ncclInvalidUsage,
-                         "rank %d (host %s) and rank %d (host %s) are on different nodes, and the cuda backend has no "
-                         "network transport yet (pinned staging buffers for the proxy are not built); use "
-                         "WEFT_BACKEND=host for CPU buffers across hosts",
-                         comm.rank, me.hostname, peer, other.hostname);
+  // Different hosts, or different virtual nodes of one host: the network, on
+  // both backends. On the cuda backend the FIFO is pinned host memory mapped
+  // into the GPU, which the kernel fills and drains and the proxy moves
+  // (net_transport.cc); no GPUDirect RDMA.
+  if (comm.nodeOf[static_cast<size_t>(comm.rank)] != comm.nodeOf[static_cast<size_t>(peer)])
     return &transport::netTransport();
-  }
   if (comm.backend == weftBackendCuda) return selectCudaTransport(comm, me, other);
   // Host backend: direct pointers need one address space; the path decides
   // only against NCCL_P2P_LEVEL (ranks of the node share this host's memory

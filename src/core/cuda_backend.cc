@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <thread>
 
 #include "common/log.h"
@@ -43,9 +44,14 @@ Status cudaSetup(Comm* comm) {
   state->threads = threads > 0 ? static_cast<int>(std::clamp<int64_t>(threads, 64, 1024) / 32 * 32) : 512;
   void* host = nullptr;
   void* dev = nullptr;
-  WEFT_RETURN_IF_ERROR(cuda::hostAllocMapped(sizeof(uint32_t), &host, &dev));
-  state->abortHost = static_cast<uint32_t*>(host);
-  state->abortDevice = static_cast<uint32_t*>(dev);
+  // The host (ncclCommAbort, the proxy) writes the flag as a lock-free
+  // atomic; kernels read the same 4 bytes as a uint32_t with system-scope
+  // loads (cuda_coop.cuh). The layouts must agree.
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free,
+                "the abort flag is shared with kernels as a plain uint32_t");
+  WEFT_RETURN_IF_ERROR(cuda::hostAllocMapped(sizeof(std::atomic<uint32_t>), &host, &dev));
+  state->abortHost = new (host) std::atomic<uint32_t>(0);
+  state->abortDevice = static_cast<const uint32_t*>(dev);
   WEFT_ASSIGN_OR_RETURN(state->internalStream, cuda::streamCreate());
   WEFT_ASSIGN_OR_RETURN(state->joinEvent, cuda::eventCreate());
   WEFT_ASSIGN_OR_RETURN(state->doneEvent, cuda::eventCreate());
@@ -57,6 +63,36 @@ Status cudaSetup(Comm* comm) {
       }));
   comm->cuda = std::move(state);
   return okStatus();
+}
+
+// Why the proxy raises the kernels' own abort flag on a cuda communicator:
+// a kernel waiting on a network FIFO polls only that flag (and its FIFO), and
+// nothing on the host waits for the kernel while it runs (the call returned
+// at launch). With the proxy as the writer, a network failure stops every
+// kernel of the communicator at its next poll (about every 1024 polls), with
+// no watcher thread and no call needed from the user; the user's stream then
+// completes, and the next collective or send/recv on the communicator (see
+// launch.cc) and ncclCommFinalize return the proxy's error, which names the
+// link. The proxy never outlives the flag: ~Comm stops it before any member
+// (CudaState included) is destroyed.
+std::atomic<uint32_t>* proxyFailureFlag(Comm* comm) {
+  if (comm->backend == weftBackendCuda && comm->cuda) return comm->cuda->abortHost;
+  return &comm->netFailed;
+}
+
+Status cudaNetworkFailure(const Comm& comm) {
+  const CudaState* state = comm.cuda.get();
+  // Acquire pairs with the proxy's release of the flag, which it raises
+  // after recording its failure: the failure below is then visible.
+  // The flag first: the proxy is only read once it has raised it (a thread
+  // polling ncclCommGetAsyncError may run while a launch creates the proxy).
+  if (state == nullptr || state->abortHost->load(std::memory_order_acquire) == 0 || !comm.proxy) return okStatus();
+  const Status net = comm.proxy->failure();
+  if (net.ok()) return okStatus();  // raised by ncclCommAbort, not by the network
+  return Status(net.code(), strFormat("rank %d: %s. The network failed under this communicator's kernels, which "
+                                      "were stopped: a peer on another node exited, aborted or lost its network; "
+                                      "the communicator is unusable: destroy or abort it",
+                                      comm.rank, net.message().c_str()));
 }
 
 Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn) {
@@ -107,16 +143,23 @@ Status cudaWaitIdle(Comm* comm, bool aborting) {
   CudaState* state = comm->cuda.get();
   if (state == nullptr || !state->launched) return okStatus();
   cuda::DeviceGuard guard(state->device);
-  if (aborting) __atomic_store_n(state->abortHost, 1u, __ATOMIC_RELEASE);
-  const auto start = std::chrono::steady_clock::now();
+  if (aborting) state->abortHost->store(1u, std::memory_order_release);
+  bool stopping = false;
+  std::chrono::steady_clock::time_point stopSince;
   for (;;) {
     Result<bool> done = cuda::eventDone(state->doneEvent);
     if (!done.ok()) return done.status();
     if (done.value()) return okStatus();
-    if (aborting && std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
-      return errorStatus(ncclInternalError, "rank %d: kernels still running 10 s after abort; their memory is leaked",
-                         comm->rank);
-    std::this_thread::sleep_for(std::chrono::microseconds(aborting ? 1000 : 50));
+    // Raised by abort above, or by the proxy when the network failed: the
+    // kernels stop at their next poll, so from then on the wait is bounded.
+    if (!stopping && state->abortHost->load(std::memory_order_relaxed) != 0) {
+      stopping = true;
+      stopSince = std::chrono::steady_clock::now();
+    }
+    if (stopping && std::chrono::steady_clock::now() - stopSince > std::chrono::seconds(10))
+      return errorStatus(ncclInternalError, "rank %d: kernels still running 10 s after %s; their memory is leaked",
+                         comm->rank, aborting ? "abort" : "the network failed and they were told to stop");
+    std::this_thread::sleep_for(std::chrono::microseconds(stopping ? 1000 : 50));
   }
 }
 

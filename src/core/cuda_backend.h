@@ -3,6 +3,7 @@
 // kernels on the user's stream, and waiting for it at teardown.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -29,8 +30,13 @@ struct CudaState {
   int device = -1;
   int threads = 512;
   int sameDeviceRanksInProcess = 1;  // ranks of this communicator on our GPU in this process
-  uint32_t* abortHost = nullptr;     // pinned, mapped: the kernels' abort flag
-  uint32_t* abortDevice = nullptr;
+  // The kernels' abort flag, in pinned host memory mapped into the device
+  // (abortDevice is the kernels' address of it). Raised by ncclCommAbort, and
+  // by the proxy when the network fails: on a cuda communicator it is the
+  // proxy's failure flag (proxyFailureFlag), so kernels waiting on a network
+  // FIFO stop without any host thread watching (see cudaNetworkFailure).
+  std::atomic<uint32_t>* abortHost = nullptr;
+  const uint32_t* abortDevice = nullptr;
   cuda::Stream internalStream = nullptr;
   cuda::Event joinEvent = nullptr;
   cuda::Event doneEvent = nullptr;  // recorded after every launch: teardown waits on it
@@ -44,6 +50,17 @@ Result<weftBackend_t> chooseBackend();
 
 // Creates the cuda state after the peers are known (device, abort flag, stream, events).
 Status cudaSetup(Comm* comm);
+// The word the communicator's proxy raises when the network fails: the
+// kernels' abort flag on the cuda backend (so they stop at their next poll),
+// comm->netFailed on the host backend (host waits poll it).
+std::atomic<uint32_t>* proxyFailureFlag(Comm* comm);
+
+// After the proxy failed under a cuda communicator: the failure, naming the
+// link (peer, host, channel), as the error of the caller. OK otherwise. The
+// kernels were stopped by the proxy itself (proxyFailureFlag); this is how
+// the host learns why. Cheap: one atomic load when nothing failed.
+Status cudaNetworkFailure(const Comm& comm);
+
 // Copies a connection's FifoEnd and the channels' ring orders to the device.
 Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn);
 Status cudaMirrorChannels(Comm* comm);
@@ -52,8 +69,9 @@ Status cudaMirrorChannels(Comm* comm);
 // once enqueued.
 Status cudaLaunch(const std::vector<Comm*>& comms);
 
-// Waits until the communicator's last launch has finished. With `aborting`
-// the kernels have been told to stop and the wait gives up after a bound.
+// Waits until the communicator's last launch has finished. With `aborting`,
+// or once the network failed (the proxy told the kernels to stop), the wait
+// gives up after a bound.
 Status cudaWaitIdle(Comm* comm, bool aborting);
 
 // Buffers must suit the backend: device-reachable memory for cuda, host

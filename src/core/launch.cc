@@ -22,8 +22,8 @@ PlanInputs planInputs(const Comm& comm) {
                 comm.minChannels, comm.stepBytes, comm.chunkSteps};
   in.shape = tuning::Shape{comm.nranks, comm.nnodes, comm.ranksPerNode, comm.treeDepth};
   in.algoFilter = &comm.algoFilter;
-  // Trees and one-shot run on the host backend only for now (cuda_coop.cuh).
-  in.treesAvailable = comm.treeDepth > 0 && comm.backend == weftBackendHost;
+  // One-shot runs on the host backend only for now (cuda_coop.cuh).
+  in.treesAvailable = comm.treeDepth > 0;
   in.oneShotAvailable = comm.backend == weftBackendHost;
   in.oversubscribed = comm.oversubscribed;
   return in;
@@ -82,9 +82,9 @@ void markFlatConnected(Comm* comm, const Plan& plan) {
   for (int c : plan.flatChannels) comm->channels[static_cast<size_t>(c)].flatConnected = true;
 }
 
-// Points send/recv items at their FIFO ends (device copies for kernels).
-void bindP2p(Comm* comm, Plan* plan) {
-  const bool onDevice = comm->backend == weftBackendCuda;
+// Points send/recv items at their FIFO ends: the host ends, or with
+// `onDevice` their device copies (what kernels read).
+void bindP2p(Comm* comm, Plan* plan, bool onDevice) {
   auto endOf = [onDevice](transport::Connection& conn) { return onDevice ? conn.deviceEnd : &conn.end; };
   for (const P2pBinding& b : plan->p2p) {
     Channel& channel = comm->channels[static_cast<size_t>(b.channel)];
@@ -101,8 +101,9 @@ transport::NetLink* netLinkOf(const Channel& channel, const device::FifoEnd* end
   return nullptr;
 }
 
-// Tells the proxy how many FIFO steps each network link moves in this launch
-// (host backend: the items' ends are the host-side FIFO ends).
+// Tells the proxy how many FIFO steps each network link moves in this launch.
+// The items' ends must be the host-side FIFO ends (the tally reads them), on
+// the cuda backend too: bind device ends only after this.
 void postNetSteps(Comm* comm, const Plan& plan) {
   if (!comm->proxy) return;
   const uint64_t id = ++comm->launchCount;
@@ -146,6 +147,15 @@ Status launchLocked(Comm* const* comms, size_t n) {
   cudaComms.clear();
   for (size_t i = 0; i < n; ++i) {
     if (!comms[i]->failure.ok()) return comms[i]->failure;
+    if (comms[i]->backend == weftBackendCuda) {
+      // After a network failure the proxy has stopped this comm's kernels
+      // (cuda_backend.cc): fail the call, naming the link, rather than launch.
+      Status netFailed = cudaNetworkFailure(*comms[i]);
+      if (!netFailed.ok()) {
+        markFailed(comms[i], netFailed);
+        return netFailed;
+      }
+    }
     WEFT_RETURN_IF_ERROR(planLaunch(comms[i]));
     collectNeeds(comms[i], comms[i]->plan, &needs);
   }
@@ -158,9 +168,11 @@ Status launchLocked(Comm* const* comms, size_t n) {
   }
   for (size_t i = 0; i < n; ++i) {
     Plan& plan = comms[i]->plan;
-    bindP2p(comms[i], &plan);
+    bindP2p(comms[i], &plan, false);
     markFlatConnected(comms[i], plan);
     if (comms[i]->backend == weftBackendCuda) {
+      postNetSteps(comms[i], plan);  // before the kernels that wait on these steps
+      bindP2p(comms[i], &plan, true);
       cudaComms.push_back(comms[i]);
       continue;
     }

@@ -2,6 +2,23 @@
 // this process's memory, whose other end is the local data path (a host
 // worker, or a kernel through mapped memory), and a network comm.
 //
+// Where the FIFO lives: on the host backend in plain host memory; on the cuda
+// backend in pinned host memory mapped into the rank's device, so the kernel
+// fills and drains the slots over PCIe while the proxy, and the network,
+// read and write the same bytes at their host addresses. The slots are
+// registered with the network as host memory either way (no GPUDirect RDMA).
+//
+// Ordering across PCIe needs nothing beyond the FIFO's own protocol
+// (step_fifo.h), because every counter access on both sides is a
+// system-scope atomic: the kernel publishes with __threadfence_system then a
+// system-scope release of tail (cuda_coop.cuh), so its slot and size writes
+// reach host memory before the new tail can be read there, and the proxy's
+// acquire load of tail orders its reads (and the network's) after them. The
+// other way, the proxy's release store of tail (received bytes) or head (a
+// send finished reading the slot) follows those accesses in host memory,
+// which the GPU reads coherently; the kernel's system-scope acquire load of
+// the counter orders its later slot accesses after it.
+//
 // Send link: the data path produces into the FIFO; the proxy sends each
 // published slot (tail, sizes) and frees it (head) when the send completes.
 // Receive link: the proxy receives into free slots (head) and publishes them
@@ -18,6 +35,26 @@
 
 namespace weft::transport {
 
+struct LinkSpec;
+
+// A network FIFO's memory as its two users address it: the proxy (and the
+// network) at host addresses; the local data path at proxyBase itself (host
+// backend) or at the device mapping of the same pinned bytes (cuda backend).
+struct NetFifoMemory {
+  std::shared_ptr<void> owner;  // frees the memory (and unpins it)
+  void* proxyBase = nullptr;
+  void* dataPathBase = nullptr;
+};
+
+// A zeroed FIFO (FifoLayout::totalBytes(spec.stepBytes), page-aligned) for
+// the link: host memory when spec.cudaDev < 0, else pinned host memory mapped
+// into device spec.cudaDev. Errors name the channel and the size.
+Result<NetFifoMemory> allocateNetFifo(const LinkSpec& spec);
+
+// Points the proxy's view and the data path's view at the same FIFO bytes.
+void attachNetFifo(const NetFifoMemory& memory, int64_t stepBytes, int peer, device::FifoEnd* proxyView,
+                   device::FifoEnd* dataPathView);
+
 struct NetLink {
   NetLink() = default;
   ~NetLink();  // closes the network comms
@@ -30,11 +67,11 @@ struct NetLink {
   int peer = 0;
   std::string peerName;  // "rank 3 (host h2)", for messages
   const Network* net = nullptr;
-  void* listenComm = nullptr;  // receive side, until accepted
-  void* comm = nullptr;        // send or receive comm
-  void* mhandle = nullptr;     // the FIFO slots' registration
-  std::shared_ptr<void> memory;
-  device::FifoEnd fifo{};  // the proxy's view: pointers only (its position is below)
+  void* listenComm = nullptr;    // receive side, until accepted
+  void* comm = nullptr;          // send or receive comm
+  void* mhandle = nullptr;       // the FIFO slots' registration
+  std::shared_ptr<void> memory;  // the FIFO (NetFifoMemory::owner)
+  device::FifoEnd fifo{};        // the proxy's view: host pointers only (its position is below)
 
   uint64_t target = 0;     // steps the posted operations ask for, in total
   uint64_t posted = 0;     // steps whose isend/irecv is posted

@@ -2,12 +2,18 @@
 // joins them. The receiver listens and sends the handle in the blob; the
 // sender connects; the receiver accepts in the third phase. From then on the
 // communicator's proxy moves the FIFO slots (src/proxy/).
+//
+// cuda backend: the FIFO is pinned host memory mapped into the rank's device
+// (the proxy's host-side staging buffer). The kernel's FifoEnd holds the
+// device mapping; core mirrors it into device memory like any other
+// connection's (cudaMirrorConnection). See net_link.h.
 #include <cstdlib>
 #include <cstring>
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "device/backend/cuda/runtime.h"
 #include "transport/net/net_link.h"
 #include "transport/transport.h"
 
@@ -22,22 +28,44 @@ NetLink::~NetLink() {
 
 namespace {
 
-// Host memory for the FIFO: control page then slots, zeroed.
-Result<std::shared_ptr<void>> allocateFifo(const LinkSpec& link) {
-  const size_t bytes = FifoLayout::totalBytes(link.stepBytes);
+// Host backend: the worker and the proxy share plain host memory.
+Result<NetFifoMemory> allocateHostFifo(const LinkSpec& link, size_t bytes) {
   void* base = std::aligned_alloc(4096, bytes);
   if (base == nullptr)
     return errorStatus(ncclSystemError, "cannot allocate %zu bytes of network FIFO memory for channel %d", bytes,
                        link.channel);
   std::memset(base, 0, bytes);
-  return std::shared_ptr<void>(base, [](void* p) { std::free(p); });
+  NetFifoMemory memory;
+  memory.owner = std::shared_ptr<void>(base, [](void* p) { std::free(p); });
+  memory.proxyBase = memory.dataPathBase = base;
+  return memory;
+}
+
+// cuda backend: pinned (so the device can reach it and the network can DMA
+// from it) and mapped into the rank's device (so the kernel can address it).
+// Portable pinning (runtime.cc) keeps it usable whichever device is current.
+Result<NetFifoMemory> allocateMappedFifo(const LinkSpec& link, size_t bytes) {
+  cuda::DeviceGuard guard(link.cudaDev);
+  void* host = nullptr;
+  void* mapped = nullptr;
+  Status pinned = cuda::hostAllocMapped(bytes, &host, &mapped);
+  if (!pinned.ok()) {
+    cuda::hostFree(host);
+    return pinned.withContext(strFormat("allocating %zu bytes of pinned network FIFO memory for channel %d on GPU %d",
+                                        bytes, link.channel, link.cudaDev));
+  }
+  NetFifoMemory memory;
+  memory.owner = std::shared_ptr<void>(host, [](void* p) { cuda::hostFree(p); });
+  memory.proxyBase = host;
+  memory.dataPathBase = mapped;
+  return memory;
 }
 
 Status netError(const NetLink& l, const char* what, ncclResult_t code) {
   const std::string detail = networkLastError(*l.net);
-  return errorStatus(code == ncclSuccess ? ncclSystemError : code, "%s %s %s on channel %d over %s: %s%s",
-                     what, l.isSend ? "to" : "from", l.peerName.c_str(), l.channel, l.net->api->name,
-                     resultName(code), detail.empty() ? "" : (" (" + detail + ")").c_str());
+  return errorStatus(code == ncclSuccess ? ncclSystemError : code, "%s %s %s on channel %d over %s: %s%s", what,
+                     l.isSend ? "to" : "from", l.peerName.c_str(), l.channel, l.net->api->name, resultName(code),
+                     detail.empty() ? "" : (" (" + detail + ")").c_str());
 }
 
 Result<std::shared_ptr<NetLink>> makeLink(const LinkSpec& spec, bool isSend, Connection* conn) {
@@ -49,12 +77,13 @@ Result<std::shared_ptr<NetLink>> makeLink(const LinkSpec& spec, bool isSend, Con
   link->peer = spec.peer;
   link->peerName = spec.peerName;
   link->net = net;
-  WEFT_ASSIGN_OR_RETURN(link->memory, allocateFifo(spec));
-  FifoLayout::attach(link->memory.get(), spec.stepBytes, spec.peer, &link->fifo);
-  FifoLayout::attach(link->memory.get(), spec.stepBytes, spec.peer, &conn->end);
+  WEFT_ASSIGN_OR_RETURN(NetFifoMemory memory, allocateNetFifo(spec));
+  attachNetFifo(memory, spec.stepBytes, spec.peer, &link->fifo, &conn->end);
+  link->memory = std::move(memory.owner);
   return link;
 }
 
+// The proxy's host view, as host memory, on both backends.
 Status registerSlots(NetLink* l) {
   const size_t bytes = static_cast<size_t>(l->fifo.stepBytes) * device::kFifoSteps;
   ncclResult_t rc = l->net->api->regMr(l->comm, l->fifo.slots, bytes, kNetPtrHost, &l->mhandle);
@@ -128,6 +157,17 @@ class NetTransport final : public Transport {
 };
 
 }  // namespace
+
+Result<NetFifoMemory> allocateNetFifo(const LinkSpec& spec) {
+  const size_t bytes = FifoLayout::totalBytes(spec.stepBytes);
+  return spec.cudaDev >= 0 ? allocateMappedFifo(spec, bytes) : allocateHostFifo(spec, bytes);
+}
+
+void attachNetFifo(const NetFifoMemory& memory, int64_t stepBytes, int peer, device::FifoEnd* proxyView,
+                   device::FifoEnd* dataPathView) {
+  FifoLayout::attach(memory.proxyBase, stepBytes, peer, proxyView);
+  FifoLayout::attach(memory.dataPathBase, stepBytes, peer, dataPathView);
+}
 
 const Transport& netTransport() {
   static const NetTransport instance;

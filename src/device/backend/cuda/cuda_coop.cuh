@@ -16,9 +16,10 @@ namespace weft::device {
 
 class CudaCoop {
  public:
-  // Tree kernels are not instantiated for CUDA yet (build time); the planner
-  // keeps cuda communicators on rings.
-  static constexpr bool kHasTree = false;
+  // Tree AllReduce is instantiated in every reducing kernel (communicators
+  // across nodes get double binary trees). One-shot is not yet: the planner
+  // keeps cuda communicators within a node on rings.
+  static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = false;
   // scratch: at least 2 ints of the block's shared memory.
   __device__ CudaCoop(const uint32_t* abortFlag, int* scratch) : abortFlag_(abortFlag), scratch_(scratch) {}
