@@ -94,7 +94,7 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
   if (work.count == 0) return;
   int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
-  if (task.func == Func::kAllReduce) chooseAlgo(in, totalBytes, &work);
+  if (task.func != Func::kReduce) chooseAlgo(in, totalBytes, &work);
   const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {

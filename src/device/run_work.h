@@ -42,6 +42,17 @@ WEFT_HD void runOneShotAllReduce(Coop& coop, const ChannelView& channel, const C
   oneShotAllReduce<T>(prims, work, channel.flatOwnAt);
 }
 
+// One-shot ReduceScatter: one send per peer, then every peer's slot combined.
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runOneShotReduceScatter(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  Primitives<T, RedOp, Fan<kMaxFlatPeers, kMaxFlatPeers>, ProtoSimple, Coop> in(coop, op, channel.id, channel.flatRecv,
+                                                                                channel.nFlat, nullptr, 0);
+  auto peerSend = [&](int i) {
+    return RingPrims<T, RedOp, Coop>(coop, op, channel.id, nullptr, 0, &channel.flatSend[i], 1);
+  };
+  oneShotReduceScatter<T>(in, peerSend, channel.nFlat, work, channel.flatOwnAt);
+}
+
 // AllReduce, ReduceScatter and Reduce with functor RedOp.
 template <typename T, typename RedOp, typename Coop>
 WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
@@ -60,6 +71,19 @@ WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollW
 // AllGather and Broadcast move bytes whatever the user's type.
 template <typename Coop>
 WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork& work) {
+  if constexpr (Coop::kHasOneShot) {
+    if (work.algo == Algo::kOneShot) {
+      using Copy = FuncCopy<uint8_t>;
+      Primitives<uint8_t, Copy, Fan<kMaxFlatPeers, kMaxFlatPeers>, ProtoSimple, Coop> out(
+          coop, Copy(), channel.id, nullptr, 0, channel.flatSend, channel.nFlat);
+      auto peerRecv = [&](int i) {
+        return RingPrims<uint8_t, Copy, Coop>(coop, Copy(), channel.id, &channel.flatRecv[i], 1, nullptr, 0);
+      };
+      if (work.func == Func::kAllGather)
+        return oneShotAllGather<uint8_t>(out, peerRecv, channel.nFlat, work, channel.flatOwnAt);
+      return oneShotBroadcast<uint8_t>(out, peerRecv, work, channel.flatOwnAt);
+    }
+  }
   const int peers = channel.ring.nranks > 1 ? 1 : 0;
   FifoEnd* recvs[1] = {channel.ringRecv};
   FifoEnd* sends[1] = {channel.ringSend};
@@ -107,6 +131,8 @@ WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWor
   if constexpr (Coop::kHasOneShot) {
     if (work.algo == Algo::kOneShot && work.func == Func::kAllReduce)
       return runOneShotAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
+    if (work.algo == Algo::kOneShot && work.func == Func::kReduceScatter)
+      return runOneShotReduceScatter<T>(coop, channel, work, makeOp<T, K>(work));
   }
   runRingReducing<T>(coop, channel, work, makeOp<T, K>(work));
 }

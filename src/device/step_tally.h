@@ -92,9 +92,17 @@ class CountingPrims {
 // The algorithm choice mirrors run_work.h: T only sets the element size.
 template <typename T>
 void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally* tally) {
-  if (work.algo == Algo::kOneShot && work.func == Func::kAllReduce) {
-    CountingPrims<T> prims(tally, channel.flatRecv, channel.nFlat, channel.flatSend, channel.nFlat);
-    return oneShotAllReduce<T>(prims, work, channel.flatOwnAt);
+  if (work.algo == Algo::kOneShot) {
+    CountingPrims<T> fan(tally, channel.flatRecv, channel.nFlat, channel.flatSend, channel.nFlat);
+    auto peerRecv = [&](int i) { return CountingPrims<T>(tally, &channel.flatRecv[i], 1, nullptr, 0); };
+    auto peerSend = [&](int i) { return CountingPrims<T>(tally, nullptr, 0, &channel.flatSend[i], 1); };
+    switch (work.func) {
+      case Func::kAllReduce: return oneShotAllReduce<T>(fan, work, channel.flatOwnAt);
+      case Func::kAllGather: return oneShotAllGather<T>(fan, peerRecv, channel.nFlat, work, channel.flatOwnAt);
+      case Func::kReduceScatter: return oneShotReduceScatter<T>(fan, peerSend, channel.nFlat, work, channel.flatOwnAt);
+      case Func::kBroadcast: return oneShotBroadcast<T>(fan, peerRecv, work, channel.flatOwnAt);
+      default: return;
+    }
   }
   if (work.algo == Algo::kTree && work.func == Func::kAllReduce) {
     const TreeView& tree = channel.tree;

@@ -109,12 +109,26 @@ double treeEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
   return lat + 2 * kb / (multiNode ? costs.interGBs : costs.intraGBs);
 }
 
-// One-shot: one hand-off; every rank writes its input to k-1 peers and
-// combines k inputs. Measured on the host backend its time per byte is
-// about the ring's at 2 ranks and twice it at 4: k-1 times the bytes.
-double oneShotEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
+// One-shot: one hand-off. AllReduce: every rank writes its input to k-1
+// peers and combines k inputs; measured on the host backend its time per
+// byte is about the ring's at 2 ranks and twice it at 4: k-1 times the
+// bytes. Broadcast: the root writes k-1 copies. AllGather and ReduceScatter
+// move what their ring moves.
+double oneShotEstimate(CollKind coll, double kb, const Shape& shape, const LinkCosts& costs) {
   const double k = shape.nranks;
-  return costs.intraLatUs + (k - 1) * kb / costs.intraGBs;
+  const double factor = coll == CollKind::kAllReduce || coll == CollKind::kBroadcast ? k - 1 : (k - 1) / k;
+  return costs.intraLatUs + factor * kb / costs.intraGBs;
+}
+
+// Largest one-shot of `coll` (all ranks' bytes); 0: none.
+int64_t oneShotMaxBytes(CollKind coll) {
+  switch (coll) {
+    case CollKind::kAllReduce: return kOneShotMaxBytes;
+    case CollKind::kAllGather:
+    case CollKind::kReduceScatter: return kOneShotGatherMaxBytes;
+    case CollKind::kBroadcast: return kOneShotBroadcastMaxBytes;
+    default: return 0;
+  }
 }
 
 }  // namespace
@@ -134,9 +148,11 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
   double* est = choice.estimateUs;
   est[0] = ringEstimate(coll, kb, shape, costs);
   if (allReduce && treesAvailable && shape.treeDepth > 0 && shape.nranks > 1) est[1] = treeEstimate(kb, shape, costs);
-  if (allReduce && oneShotAvailable && shape.nnodes == 1 && shape.nranks >= 2 && shape.nranks <= kOneShotMaxRanks &&
-      bytes <= kOneShotMaxBytes)
-    est[2] = oneShotEstimate(kb, shape, costs);
+  // At 2 ranks every one-shot but AllReduce's is its ring: not offered.
+  const int minRanks = allReduce ? 2 : 3;
+  if (oneShotAvailable && shape.nnodes == 1 && shape.nranks >= minRanks && shape.nranks <= kOneShotMaxRanks &&
+      bytes <= oneShotMaxBytes(coll))
+    est[2] = oneShotEstimate(coll, kb, shape, costs);
   int best = -1;
   bool filtered = false;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {

@@ -1,9 +1,10 @@
-// One-shot AllReduce through the API: forced (NCCL_ALGO=allreduce:OneShot)
+// One-shot collectives through the API: AllReduce forced (NCCL_ALGO=allreduce:OneShot)
 // on 2 to 4 ranks as threads and as processes, every type of reduction,
 // in-place and out-of-place, sizes across FIFO steps and chunks; results
 // bit-identical on every rank even where the reduction order matters;
 // interleaved with ring collectives on the same channels (the FIFOs are
-// shared); chosen by default for small messages, with its reason logged.
+// shared); chosen by default for small messages, with its reason logged;
+// AllGather, ReduceScatter and Broadcast one-shot, forced and by default.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -33,6 +34,51 @@ TEST_P(OneShot, EveryReductionAgainstTheReference) {
   cases.push_back({CollOp::kAllReduce, ncclInt32, TestOp::kAvg, 3001, 0, true});
   cases.push_back({CollOp::kAllReduce, ncclBfloat16, TestOp::kPreMulHost, 999, 0, true});
   cases.push_back({CollOp::kAllReduce, ncclFloat64, TestOp::kPreMulPtr, 999, 0, false});
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    for (const CollCase& c : cases)
+      if (!runAndCheck(ctx, c)) return;
+  });
+}
+
+// One-shot AllGather and ReduceScatter (forced): every type of reduction for
+// ReduceScatter, in place and out of place, sizes across FIFO steps (2049
+// int32 is two 8 KiB steps per rank) and past the one-shot bound (ring
+// again). At 2 ranks the planner keeps the ring (the same thing there),
+// which must pass too.
+TEST_P(OneShot, AllGatherAndReduceScatterAgainstTheReference) {
+  const auto [mode, nranks] = GetParam();
+  ScopedEnv algo("NCCL_ALGO", "allgather:OneShot;reducescatter:OneShot");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");  // 8 KiB steps: many steps and chunks per call
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{1}, size_t{7}, size_t{2049}, size_t{8192 * 3 + 5}}) {
+    cases.push_back({CollOp::kAllGather, ncclFloat32, TestOp::kSum, count, 0, count % 2 == 1});
+    cases.push_back({CollOp::kReduceScatter, ncclInt32, TestOp::kSum, count, 0, count % 2 == 0});
+  }
+  cases.push_back({CollOp::kAllGather, ncclInt64, TestOp::kSum, 999, 0, false});
+  cases.push_back({CollOp::kReduceScatter, ncclFloat16, TestOp::kAvg, 3001, 0, true});
+  cases.push_back({CollOp::kReduceScatter, ncclUint8, TestOp::kMax, 4099, 0, false});
+  cases.push_back({CollOp::kReduceScatter, ncclInt64, TestOp::kMin, 777, 0, true});
+  cases.push_back({CollOp::kReduceScatter, ncclInt32, TestOp::kProd, 500, 0, false});
+  cases.push_back({CollOp::kReduceScatter, ncclBfloat16, TestOp::kPreMulHost, 999, 0, false});
+  cases.push_back({CollOp::kReduceScatter, ncclFloat64, TestOp::kPreMulPtr, 999, 0, true});
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    for (const CollCase& c : cases)
+      if (!runAndCheck(ctx, c)) return;
+  });
+}
+
+// One-shot Broadcast stops at 2 KiB: 1 KiB FIFO steps so that it still
+// moves several steps and chunks per call.
+TEST_P(OneShot, BroadcastFromEveryRoot) {
+  const auto [mode, nranks] = GetParam();
+  ScopedEnv algo("NCCL_ALGO", "broadcast:OneShot");
+  ScopedEnv buff("NCCL_BUFFSIZE", "8192");
+  ScopedEnv chunk("WEFT_CHUNK_STEPS", "1");
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{1}, size_t{300}, size_t{2047}, size_t{5000}})
+    for (int root = 0; root < nranks; ++root)
+      cases.push_back({CollOp::kBroadcast, ncclUint8, TestOp::kSum, count, root, (count + root) % 2 == 0});
+  cases.push_back({CollOp::kBroadcast, ncclFloat32, TestOp::kSum, 500, nranks - 1, false});
   runRanks(mode, nranks, [&](RankContext& ctx) {
     for (const CollCase& c : cases)
       if (!runAndCheck(ctx, c)) return;
@@ -90,6 +136,18 @@ TEST(OneShotChoice, SmallAllReduceOnFourRanksIsOneShotByDefault) {
   });
   EXPECT_NE(log.find("AllReduce 64 bytes: OneShot"), std::string::npos) << log;
   EXPECT_NE(log.find("the cheapest estimate"), std::string::npos) << log;
+}
+
+TEST(OneShotChoice, SmallAllGatherOnFourRanksIsOneShotAndTwoRanksStayOnTheRing) {
+  ScopedEnv filter("NCCL_ALGO", nullptr);
+  const std::string four = runLogged(4, "TUNING", [](RankContext& ctx) {
+    runAndCheck(ctx, {CollOp::kAllGather, ncclFloat32, TestOp::kSum, 16, 0, false});
+  });
+  EXPECT_NE(four.find("AllGather 256 bytes: OneShot"), std::string::npos) << four;
+  const std::string two = runLogged(2, "TUNING", [](RankContext& ctx) {
+    runAndCheck(ctx, {CollOp::kAllGather, ncclFloat32, TestOp::kSum, 16, 0, false});
+  });
+  EXPECT_NE(two.find("AllGather 128 bytes: Ring"), std::string::npos) << two;
 }
 
 TEST(OneShotChoice, ForcedOnFiveRanksFallsBackToRingAndSaysWhy) {

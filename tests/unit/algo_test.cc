@@ -110,6 +110,32 @@ TEST(ChooseAlgorithm, OneShotNeverAcrossNodesBeyondFourRanksOrWhereTheBackendLac
   EXPECT_NE(std::string(forced.reason).find("NCCL_ALGO"), std::string::npos);
 }
 
+// AllGather and ReduceScatter one-shot move what their ring moves in one
+// hand-off: chosen on 3 and 4 ranks up to kOneShotGatherMaxBytes, never on 2
+// (it is the ring there); Broadcast one-shot up to kOneShotBroadcastMaxBytes.
+TEST(ChooseAlgorithm, OneShotForSmallGathersAndBroadcastsFromThreeRanks) {
+  const AlgoFilter all;
+  for (bool oversubscribed : {false, true}) {
+    const LinkCosts costs = hostLinkCosts(oversubscribed);
+    for (CollKind coll : {CollKind::kAllGather, CollKind::kReduceScatter, CollKind::kBroadcast}) {
+      const int64_t limit = coll == CollKind::kBroadcast ? kOneShotBroadcastMaxBytes : kOneShotGatherMaxBytes;
+      for (int k : {2, 3, 4}) {
+        const Shape shape{k, 1, k, k - 1};
+        SCOPED_TRACE(::testing::Message() << collKindName(coll) << ", " << k << " ranks");
+        for (int64_t bytes : {int64_t{8}, limit}) {
+          const Choice c = chooseAlgorithm(coll, bytes, shape, costs, all, true, true);
+          EXPECT_EQ(c.algo, k == 2 ? Algorithm::kRing : Algorithm::kOneShot)
+              << bytes << " B: ring " << c.estimateUs[0] << " us, one-shot " << c.estimateUs[2] << " us";
+        }
+        EXPECT_LT(chooseAlgorithm(coll, limit * 2, shape, costs, all, true, true).estimateUs[2], 0)
+            << "one-shot is not offered above its bound";
+      }
+    }
+  }
+  EXPECT_LT(chooseAlgorithm(CollKind::kReduce, 8, Shape{4, 1, 4, 3}, LinkCosts{}, all, true, true).estimateUs[2], 0)
+      << "Reduce has no one-shot";
+}
+
 // 4 ranks sharing 2 cores: each hand-off waits for a core, so one-shot
 // stays ahead to larger sizes than on a machine with a core per rank.
 TEST(ChooseAlgorithm, OversubscriptionMovesTheCrossoverUp) {
