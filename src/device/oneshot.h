@@ -44,43 +44,51 @@ WEFT_HD void oneShotAllReduce(Prims& prims, const CollWork& work, int ownAt) {
 // Rank of flat peer i: peers are the other ranks in rank order.
 WEFT_HD int flatPeerRank(int i, int ownAt) { return i < ownAt ? i : i + 1; }
 
+// AllGather and ReduceScatter work on one segment of `count` elements per
+// rank; this channel owns [start, start + n) of every segment.
+template <typename T>
+struct RankSegments {
+  const T* src;
+  T* dst;
+  int64_t count, start, n, chunk;
+  WEFT_HD explicit RankSegments(const CollWork& w)
+      : src(static_cast<const T*>(w.sendbuff)),
+        dst(static_cast<T*>(w.recvbuff)),
+        count(static_cast<int64_t>(w.count)),
+        start(static_cast<int64_t>(w.channelStart)),
+        n(static_cast<int64_t>(w.channelCount)),
+        chunk(static_cast<int64_t>(w.chunkElems)) {}
+  // Element `base` of this channel's share of rank r's segment.
+  WEFT_HD int64_t at(int r, int64_t base) const { return r * count + start + base; }
+};
+
 template <typename T, typename FanOut, typename PeerRecv>
 WEFT_HD void oneShotAllGather(FanOut& out, PeerRecv&& peerRecv, int nPeers, const CollWork& work, int ownAt) {
-  const T* src = static_cast<const T*>(work.sendbuff);
-  T* dst = static_cast<T*>(work.recvbuff);
-  const int64_t count = static_cast<int64_t>(work.count);
-  const int64_t start = static_cast<int64_t>(work.channelStart);
-  const int64_t n = static_cast<int64_t>(work.channelCount);
-  const int64_t chunk = static_cast<int64_t>(work.chunkElems);
-  T* mine = dst + ownAt * count + start;
-  for (int64_t base = 0; base < n; base += chunk) {
-    const int64_t len = minOf(chunk, n - base);
-    if (src + start == mine)
-      out.send(mine + base, len);
+  const RankSegments<T> g(work);
+  const bool inPlace = g.src + g.start == g.dst + g.at(ownAt, 0);
+  for (int64_t base = 0; base < g.n; base += g.chunk) {
+    const int64_t len = minOf(g.chunk, g.n - base);
+    if (inPlace)
+      out.send(g.dst + g.at(ownAt, base), len);
     else
-      out.copySend(src + start + base, mine + base, len);
+      out.copySend(g.src + g.start + base, g.dst + g.at(ownAt, base), len);
     for (int i = 0; i < nPeers; ++i) {
       auto in = peerRecv(i);
-      in.recv(dst + flatPeerRank(i, ownAt) * count + start + base, len);
+      in.recv(g.dst + g.at(flatPeerRank(i, ownAt), base), len);
     }
   }
 }
 
 template <typename T, typename FanIn, typename PeerSend>
 WEFT_HD void oneShotReduceScatter(FanIn& in, PeerSend&& peerSend, int nPeers, const CollWork& work, int ownAt) {
-  const T* src = static_cast<const T*>(work.sendbuff);
-  T* dst = static_cast<T*>(work.recvbuff);
-  const int64_t count = static_cast<int64_t>(work.count);
-  const int64_t start = static_cast<int64_t>(work.channelStart);
-  const int64_t n = static_cast<int64_t>(work.channelCount);
-  const int64_t chunk = static_cast<int64_t>(work.chunkElems);
-  for (int64_t base = 0; base < n; base += chunk) {
-    const int64_t len = minOf(chunk, n - base);
+  const RankSegments<T> g(work);
+  for (int64_t base = 0; base < g.n; base += g.chunk) {
+    const int64_t len = minOf(g.chunk, g.n - base);
     for (int i = 0; i < nPeers; ++i) {
       auto out = peerSend(i);
-      out.send(src + flatPeerRank(i, ownAt) * count + start + base, len);
+      out.send(g.src + g.at(flatPeerRank(i, ownAt), base), len);
     }
-    in.recvReduceCopyInOrder(src + ownAt * count + start + base, dst + start + base, len, ownAt, true);
+    in.recvReduceCopyInOrder(g.src + g.at(ownAt, base), g.dst + g.start + base, len, ownAt, true);
   }
 }
 

@@ -331,4 +331,17 @@ ScopedEnv::~ScopedEnv() {
     unsetenv(name_.c_str());
 }
 
+void expectNetworkFailureNamingAPeer(const RankContext& ctx) {
+  const std::string msg = ncclGetLastError(ctx.comm);
+  EXPECT_NE(msg.find("network"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" on host "), std::string::npos) << "the message names no host: " << msg;
+  bool namesPeer = false;
+  for (int r = 0; r < ctx.nranks; ++r)
+    namesPeer = namesPeer || (r != ctx.rank && msg.find("rank " + std::to_string(r) + " (pid") != std::string::npos);
+  EXPECT_TRUE(namesPeer) << "the message names no other rank: " << msg;
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(ctx.comm, &async), ncclSuccess);
+  EXPECT_NE(async, ncclSuccess);
+}
+
 }  // namespace weft::test

@@ -57,6 +57,11 @@ class ScopedEnv {
   bool had_;
 };
 
+// After a call failed because the network failed under ctx.comm: the last
+// error mentions the network and names another rank with its pid and host,
+// and ncclCommGetAsyncError reports a failure.
+void expectNetworkFailureNamingAPeer(const RankContext& ctx);
+
 // A fresh file /tmp/weft-<tag>-XXXXXX (created empty) and a file's contents.
 std::string tempPath(const char* tag);
 std::string slurp(const std::string& path);

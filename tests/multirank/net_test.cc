@@ -84,20 +84,11 @@ TEST(AcrossHostsSockets, ThreadAndSocketCountsAllCarryTheData) {
 
 // Checks a survivor's failure: the right code, in bounded time, naming a
 // peer (the dead one, or one that gave up before us).
-void expectNamedNetworkFailure(const RankContext& ctx, ncclResult_t rc, double seconds, int dead) {
+void expectNamedNetworkFailure(const RankContext& ctx, ncclResult_t rc, double seconds) {
   EXPECT_TRUE(rc == ncclRemoteError || rc == ncclSystemError) << ncclGetErrorString(rc);
   EXPECT_LT(seconds, 20.0) << "the failure took too long to notice";
-  const std::string msg = ncclGetLastError(ctx.comm);
-  EXPECT_NE(msg.find("network"), std::string::npos) << msg;
-  EXPECT_NE(msg.find(" on host "), std::string::npos) << "the message names no host: " << msg;
   // The dead rank, or a survivor that gave up before us and closed its side.
-  bool namesPeer = msg.find("rank " + std::to_string(dead) + " (pid") != std::string::npos;
-  for (int r = 0; r < ctx.nranks; ++r)
-    namesPeer = namesPeer || (r != ctx.rank && msg.find("rank " + std::to_string(r) + " (pid") != std::string::npos);
-  EXPECT_TRUE(namesPeer) << msg;
-  ncclResult_t async = ncclSuccess;
-  EXPECT_EQ(ncclCommGetAsyncError(ctx.comm, &async), ncclSuccess);
-  EXPECT_NE(async, ncclSuccess);
+  expectNetworkFailureNamingAPeer(ctx);
 }
 
 // A rank killed across the network: its sockets close, the survivors' calls
@@ -117,7 +108,7 @@ TEST(AcrossHostsFailures, KilledRankFailsTheOthersNamingIt) {
     ncclResult_t rc = ncclSuccess;
     for (int i = 0; i < 50 && rc == ncclSuccess; ++i)
       rc = ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr);
-    expectNamedNetworkFailure(ctx, rc, secondsSince(t0), 2);
+    expectNamedNetworkFailure(ctx, rc, secondsSince(t0));
     EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
     ctx.comm = nullptr;
   });
@@ -134,7 +125,7 @@ TEST(AcrossHostsFailures, PeerAbortClosingItsSocketsFailsTheOthers) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     const ncclResult_t rc = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, ctx.comm, nullptr);
-    expectNamedNetworkFailure(ctx, rc, secondsSince(t0), 1);
+    expectNamedNetworkFailure(ctx, rc, secondsSince(t0));
     EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
     ctx.comm = nullptr;
   });
