@@ -32,8 +32,11 @@ struct Connection {
 // Byte layout of a FIFO's memory: control words, then the slots.
 struct FifoLayout {
   static constexpr size_t kControlBytes = 4096;  // FifoControl, padded to a page
+  // Whole pages: the memory comes from aligned_alloc(4096, ...), mmap or
+  // pinned allocations, and aligned_alloc wants a multiple of its alignment.
   static size_t totalBytes(int64_t stepBytes) {
-    return kControlBytes + static_cast<size_t>(stepBytes) * device::kFifoSteps;
+    const size_t bytes = kControlBytes + static_cast<size_t>(stepBytes) * device::kFifoSteps;
+    return (bytes + kControlBytes - 1) / kControlBytes * kControlBytes;
   }
   // Points `end` into memory laid out as above, from the given side.
   static void attach(void* base, int64_t stepBytes, int peer, device::FifoEnd* end);
