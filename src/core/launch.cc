@@ -168,16 +168,15 @@ Status launchLocked(Comm* const* comms, size_t n) {
   }
   for (size_t i = 0; i < n; ++i) {
     Plan& plan = comms[i]->plan;
-    bindP2p(comms[i], &plan, false);
     markFlatConnected(comms[i], plan);
+    bindP2p(comms[i], &plan, false);
+    postNetSteps(comms[i], plan);  // before anything (a worker, a kernel) waits on these steps
     if (comms[i]->backend == weftBackendCuda) {
-      postNetSteps(comms[i], plan);  // before the kernels that wait on these steps
-      bindP2p(comms[i], &plan, true);
+      bindP2p(comms[i], &plan, true);  // kernels read the device copies of the ends
       cudaComms.push_back(comms[i]);
       continue;
     }
     for (const SelfCopy& copy : plan.selfCopies) std::memmove(copy.dst, copy.src, copy.bytes);
-    postNetSteps(comms[i], plan);
     for (size_t c = 0; c < plan.channels.size(); ++c)
       if (!plan.channels[c].empty()) units.push_back({comms[i], static_cast<int>(c), &plan.channels[c]});
   }

@@ -121,9 +121,9 @@ WEFT_HD auto makeOp(const CollWork& work) {
 
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  // Trees and one-shot are instantiated only for teams that declare them (the
-  // host team now); the planner never gives them to a backend whose team
-  // lacks them.
+  // Trees and one-shot are instantiated only for teams that declare them
+  // (trees: both; one-shot: the host team); the planner never gives them to
+  // a backend whose team lacks them.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T>(coop, channel, work, makeOp<T, K>(work));

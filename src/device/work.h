@@ -56,7 +56,7 @@ struct RingView {
 };
 
 constexpr int kMaxTreeChildren = 3;
-// One-shot AllReduce talks to every other rank of a node at once; a verb
+// One-shot collectives talk to every other rank of a node at once; a verb
 // combines at most kMaxSrcs (4) inputs, so nodes of up to 4 ranks.
 constexpr int kMaxFlatPeers = 3;
 

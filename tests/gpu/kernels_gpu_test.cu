@@ -9,18 +9,10 @@
 
 #include "device/backend/cuda/cuda_coop.cuh"
 #include "device/run_work.h"
+#include "gpu/gpu_util.h"
 
 namespace weft::device {
 namespace {
-
-#define REQUIRE_GPU()                                      \
-  do {                                                     \
-    int n = 0;                                             \
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) { \
-      cudaGetLastError();                                  \
-      GTEST_SKIP() << "no usable CUDA device";             \
-    }                                                      \
-  } while (0)
 
 __global__ void sumTwoIntoTwo(const float* a, const float* b, float* x, float* y, int64_t n) {
   __shared__ int scratch[2];
@@ -31,7 +23,7 @@ __global__ void sumTwoIntoTwo(const float* a, const float* b, float* x, float* y
 }
 
 TEST(GpuReduceCopy, MatchesScalarReferenceAtEveryAlignment) {
-  REQUIRE_GPU();
+  WEFT_REQUIRE_GPU();
   const int64_t kMax = 1 << 16;
   float *a, *b, *x, *y;
   ASSERT_EQ(cudaMalloc(&a, (kMax + 8) * sizeof(float)), cudaSuccess);
@@ -68,7 +60,7 @@ __global__ void ringKernel(const ChannelView* views, const CollWork* works) {
 }
 
 TEST(GpuPrimitives, RingAllReduceAcrossBlocksOfOneKernel) {
-  REQUIRE_GPU();
+  WEFT_REQUIRE_GPU();
   constexpr int kRanks = 4;
   constexpr int64_t kCount = 1000003;
   constexpr int64_t kStepBytes = 64 * 1024;

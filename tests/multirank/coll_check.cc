@@ -331,6 +331,12 @@ ScopedEnv::~ScopedEnv() {
     unsetenv(name_.c_str());
 }
 
+void runCases(RankMode mode, int nranks, const std::vector<CollCase>& cases) {
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    for (const CollCase& c : cases) runAndCheck(ctx, c);
+  });
+}
+
 void expectNetworkFailureNamingAPeer(const RankContext& ctx) {
   const std::string msg = ncclGetLastError(ctx.comm);
   EXPECT_NE(msg.find("network"), std::string::npos) << msg;

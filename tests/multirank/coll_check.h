@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "multirank/harness.h"
 #include "nccl.h"
@@ -56,6 +57,11 @@ class ScopedEnv {
   std::string old_;
   bool had_;
 };
+
+// Runs every case on every rank of one communicator, in order. Every rank
+// makes every call even after a failed check, so a wrong result fails the
+// test instead of leaving the other ranks waiting in the next call.
+void runCases(RankMode mode, int nranks, const std::vector<CollCase>& cases);
 
 // After a call failed because the network failed under ctx.comm: the last
 // error mentions the network and names another rank with its pid and host,

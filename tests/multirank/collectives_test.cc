@@ -18,13 +18,6 @@ const CollOp kAllColls[] = {CollOp::kAllReduce,     CollOp::kBroadcast, CollOp::
 const TestOp kAllOps[] = {TestOp::kSum, TestOp::kProd,       TestOp::kMax,      TestOp::kMin,
                           TestOp::kAvg, TestOp::kPreMulHost, TestOp::kPreMulPtr};
 
-// Runs every case on every rank of one communicator.
-void runCases(RankMode mode, int nranks, const std::vector<CollCase>& cases) {
-  runRanks(mode, nranks, [&](RankContext& ctx) {
-    for (const CollCase& c : cases) runAndCheck(ctx, c);  // every rank makes every call, even after a failure
-  });
-}
-
 // ---- Every type x op x collective x placement, 3 ranks, an odd count.
 
 using TypeParam = std::tuple<RankMode, ncclDataType_t>;

@@ -34,10 +34,7 @@ TEST_P(OneShot, EveryReductionAgainstTheReference) {
   cases.push_back({CollOp::kAllReduce, ncclInt32, TestOp::kAvg, 3001, 0, true});
   cases.push_back({CollOp::kAllReduce, ncclBfloat16, TestOp::kPreMulHost, 999, 0, true});
   cases.push_back({CollOp::kAllReduce, ncclFloat64, TestOp::kPreMulPtr, 999, 0, false});
-  runRanks(mode, nranks, [&](RankContext& ctx) {
-    for (const CollCase& c : cases)
-      if (!runAndCheck(ctx, c)) return;
-  });
+  runCases(mode, nranks, cases);
 }
 
 // One-shot AllGather and ReduceScatter (forced): every type of reduction for
@@ -61,10 +58,7 @@ TEST_P(OneShot, AllGatherAndReduceScatterAgainstTheReference) {
   cases.push_back({CollOp::kReduceScatter, ncclInt32, TestOp::kProd, 500, 0, false});
   cases.push_back({CollOp::kReduceScatter, ncclBfloat16, TestOp::kPreMulHost, 999, 0, false});
   cases.push_back({CollOp::kReduceScatter, ncclFloat64, TestOp::kPreMulPtr, 999, 0, true});
-  runRanks(mode, nranks, [&](RankContext& ctx) {
-    for (const CollCase& c : cases)
-      if (!runAndCheck(ctx, c)) return;
-  });
+  runCases(mode, nranks, cases);
 }
 
 // One-shot Broadcast stops at 2 KiB: 1 KiB FIFO steps so that it still
@@ -79,10 +73,7 @@ TEST_P(OneShot, BroadcastFromEveryRoot) {
     for (int root = 0; root < nranks; ++root)
       cases.push_back({CollOp::kBroadcast, ncclUint8, TestOp::kSum, count, root, (count + root) % 2 == 0});
   cases.push_back({CollOp::kBroadcast, ncclFloat32, TestOp::kSum, 500, nranks - 1, false});
-  runRanks(mode, nranks, [&](RankContext& ctx) {
-    for (const CollCase& c : cases)
-      if (!runAndCheck(ctx, c)) return;
-  });
+  runCases(mode, nranks, cases);
 }
 
 // Float sums whose value depends on the order of the additions: every rank

@@ -33,9 +33,7 @@ TEST_P(VirtualNodes, TreeAllReduceAndRingCollectives) {
   cases.push_back({CollOp::kAllReduce, ncclInt64, TestOp::kPreMulPtr, 999, 0, false});
   for (CollOp coll : {CollOp::kAllGather, CollOp::kReduceScatter, CollOp::kBroadcast, CollOp::kReduce})
     cases.push_back({coll, ncclInt32, TestOp::kSum, 1234, nodes * perNode - 1, false});
-  runRanks(RankMode::kThreads, nodes * perNode, [&](RankContext& ctx) {
-    for (const CollCase& c : cases) runAndCheck(ctx, c);
-  });
+  runCases(RankMode::kThreads, nodes * perNode, cases);
 }
 
 std::vector<Shape> shapes() {
