@@ -15,7 +15,15 @@ Comm::~Comm() {
   magic = kCommDeadMagic;
 }
 
-device::ChannelView Channel::view(int rank) const {
+const device::ChannelView& Channel::view(int rank) const {
+  if (viewStale_ || view_.rank != rank) {
+    view_ = buildView(rank);
+    viewStale_ = false;
+  }
+  return view_;
+}
+
+device::ChannelView Channel::buildView(int rank) const {
   device::ChannelView v{};
   v.id = id;
   v.rank = rank;
@@ -48,7 +56,7 @@ device::ChannelView Channel::view(int rank) const {
 }
 
 device::ChannelView Channel::deviceView(int rank) const {
-  device::ChannelView v = view(rank);
+  device::ChannelView v = buildView(rank);
   v.nFlat = 0;  // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
   v.ring.userRanks = static_cast<const int32_t*>(deviceRingOrder.get());
   if (ring.nranks > 1) {

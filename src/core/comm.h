@@ -60,9 +60,18 @@ struct Channel {
   std::shared_ptr<void> deviceRingOrder;  // cuda backend: ringOrder in device memory
   bool flatConnected = false;             // connected to every other rank (one-shot)
 
-  device::ChannelView view(int rank) const;
+  // The host-side view of this channel for `rank`, built once and kept until
+  // a connection is added (connect.cc) or the flat set completes: a launch
+  // reads it without rebuilding. Callers hold the comm's execMutex.
+  const device::ChannelView& view(int rank) const;
+  void invalidateView() { viewStale_ = true; }
   // The same view with device pointers (cuda backend).
   device::ChannelView deviceView(int rank) const;
+
+ private:
+  device::ChannelView buildView(int rank) const;
+  mutable device::ChannelView view_{};
+  mutable bool viewStale_ = true;
 };
 
 // cuda backend state of a communicator (see core/cuda_backend.cc).

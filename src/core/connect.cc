@@ -16,6 +16,7 @@ int connectTag(int channel) { return kConnectTagBase + channel; }
 
 std::unique_ptr<transport::Connection>& slot(const ConnectNeed& need) {
   Channel& channel = need.comm->channels[static_cast<size_t>(need.channel)];
+  channel.invalidateView();  // the slot may be about to change
   return need.isSend ? channel.send[static_cast<size_t>(need.peer)] : channel.recv[static_cast<size_t>(need.peer)];
 }
 

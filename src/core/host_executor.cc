@@ -56,9 +56,8 @@ ChannelWorker& HostExecutor::worker(int channel) {
   return *slot;
 }
 
-const std::vector<device::WaitFailureInfo>& runUnits(const std::vector<LaunchUnit>& units) {
-  thread_local std::vector<device::WaitFailureInfo> results;
-  results.assign(units.size(), device::WaitFailureInfo{});
+void runUnits(const std::vector<LaunchUnit>& units, std::vector<device::WaitFailureInfo>* results) {
+  results->resize(units.size());  // every entry is written below
   for (size_t i = 1; i < units.size(); ++i) {
     const LaunchUnit& u = units[i];
     u.comm->executor->worker(u.channel).post(u.comm->channels[static_cast<size_t>(u.channel)].view(u.comm->rank),
@@ -66,12 +65,16 @@ const std::vector<device::WaitFailureInfo>& runUnits(const std::vector<LaunchUni
   }
   if (!units.empty()) {
     const LaunchUnit& u = units[0];
-    log::ScopedRank scoped(u.comm->rank);
-    results[0] = device::hostRunChannel(u.comm->channels[static_cast<size_t>(u.channel)].view(u.comm->rank),
-                                        u.items->data(), u.items->size(), u.comm->waitConfig);
+    const device::ChannelView& view = u.comm->channels[static_cast<size_t>(u.channel)].view(u.comm->rank);
+    if (u.comm->proxy) {
+      // Waiting helps the proxy along, and the proxy logs with the rank.
+      log::ScopedRank scoped(u.comm->rank);
+      (*results)[0] = device::hostRunChannel(view, u.items->data(), u.items->size(), u.comm->waitConfig);
+    } else {
+      (*results)[0] = device::hostRunChannel(view, u.items->data(), u.items->size(), u.comm->waitConfig);
+    }
   }
-  for (size_t i = 1; i < units.size(); ++i) results[i] = units[i].comm->executor->worker(units[i].channel).wait();
-  return results;
+  for (size_t i = 1; i < units.size(); ++i) (*results)[i] = units[i].comm->executor->worker(units[i].channel).wait();
 }
 
 }  // namespace weft::core

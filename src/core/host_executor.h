@@ -59,9 +59,8 @@ class HostExecutor {
   std::vector<std::unique_ptr<ChannelWorker>> workers_;
 };
 
-// Runs every unit to completion (or failure); returns per-unit failures in
-// the order of `units`.
-// The results live until this thread's next runUnits.
-const std::vector<device::WaitFailureInfo>& runUnits(const std::vector<LaunchUnit>& units);
+// Runs every unit to completion (or failure); `results` gets the per-unit
+// failures in the order of `units`.
+void runUnits(const std::vector<LaunchUnit>& units, std::vector<device::WaitFailureInfo>* results);
 
 }  // namespace weft::core

@@ -79,7 +79,12 @@ void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs)
 }
 
 void markFlatConnected(Comm* comm, const Plan& plan) {
-  for (int c : plan.flatChannels) comm->channels[static_cast<size_t>(c)].flatConnected = true;
+  for (int c : plan.flatChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (channel.flatConnected) continue;
+    channel.flatConnected = true;
+    channel.invalidateView();
+  }
 }
 
 // Points send/recv items at their FIFO ends: the host ends, or with
@@ -110,7 +115,7 @@ void postNetSteps(Comm* comm, const Plan& plan) {
   for (size_t c = 0; c < plan.channels.size(); ++c) {
     if (plan.channels[c].empty()) continue;
     const Channel& channel = comm->channels[c];
-    const device::ChannelView view = channel.view(comm->rank);
+    const device::ChannelView& view = channel.view(comm->rank);
     thread_local device::StepTally tally;  // reused: no allocation per launch
     tally.clear();
     for (const device::WorkItem& item : plan.channels[c]) device::tallyWorkItem(view, item, &tally);
@@ -135,13 +140,20 @@ void markFailed(Comm* comm, const Status& status) {
   comm->asyncError.store(status.code());
 }
 
+// A launch's lists, kept per thread (one thread-local lookup per launch).
+struct LaunchScratch {
+  std::vector<ConnectNeed> needs;
+  std::vector<LaunchUnit> units;
+  std::vector<Comm*> cudaComms;
+  std::vector<device::WaitFailureInfo> failures;
+};
+
 // Runs with every comm's execMutex held. Plans go into each comm's own Plan
-// and the lists below are kept per thread, so a launch that needs no new
+// and the lists are kept per thread, so a launch that needs no new
 // connection allocates nothing once warm.
 Status launchLocked(Comm* const* comms, size_t n) {
-  thread_local std::vector<ConnectNeed> needs;
-  thread_local std::vector<LaunchUnit> units;
-  thread_local std::vector<Comm*> cudaComms;
+  thread_local LaunchScratch scratch;
+  auto& [needs, units, cudaComms, failures] = scratch;
   needs.clear();
   units.clear();
   cudaComms.clear();
@@ -184,7 +196,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
     Status launched = cudaLaunch(cudaComms);
     if (!launched.ok()) return launched;
   }
-  const std::vector<device::WaitFailureInfo>& failures = runUnits(units);
+  runUnits(units, &failures);
   Status first;
   for (size_t u = 0; u < units.size(); ++u) {
     if (failures[u].kind == device::WaitFailure::kNone || !units[u].comm->failure.ok()) continue;
