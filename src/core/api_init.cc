@@ -202,6 +202,7 @@ WEFT_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     // Host operations complete before their call returns; cuda ones are
     // waited for here. Our FIFO memory outlives any peer still using it.
     WEFT_RETURN_IF_ERROR(cudaWaitIdle(c, false));
+    WEFT_RETURN_IF_ERROR(cudaKernelFailure(*c));  // why they stopped, if they were stopped
     std::lock_guard<std::mutex> lock(c->execMutex);
     WEFT_RETURN_IF_ERROR(drainProxy(c));
     if (c->state.load() == static_cast<int>(CommState::kReady)) c->state.store(static_cast<int>(CommState::kFinalized));

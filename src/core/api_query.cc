@@ -50,12 +50,13 @@ WEFT_NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t
     WEFT_RETURN_IF_ERROR(checkQuery(comm, asyncError, "asyncError"));
     const Comm* c = asComm(comm);
     *asyncError = c->asyncError.load(std::memory_order_acquire);
-    // cuda: a network failure stops the kernels without any host call (the
-    // proxy raises their abort flag); report it here at once, not only at the
-    // next call. One atomic load while nothing failed.
+    // cuda: kernels stop on a failure without any host call (the proxy or
+    // a timed-out block raises their abort flag), and this is where a peer
+    // that exited under a kernel's wait is noticed; report it at once, not
+    // only at the next call. An atomic load and a clock read while nothing failed.
     if (*asyncError == ncclSuccess && c->backend == weftBackendCuda) {
-      const weft::Status net = cudaNetworkFailure(*c);
-      if (!net.ok()) *asyncError = net.code();
+      const weft::Status failed = cudaKernelFailure(*c);
+      if (!failed.ok()) *asyncError = failed.code();
     }
     return weft::okStatus();
   });

@@ -6,10 +6,14 @@
 #include <new>
 #include <thread>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "common/process.h"
 #include "core/comm.h"
+#include "core/cuda_watch.h"
 #include "core/datatypes.h"
+#include "core/failure.h"
 #include "device/backend/cuda/launch.h"
 
 namespace weft::core {
@@ -20,6 +24,7 @@ CudaState::~CudaState() {
   cuda::eventDestroy(doneEvent);
   cuda::streamDestroy(internalStream);
   cuda::hostFree(abortHost);
+  cuda::hostFree(reportsHost);
 }
 
 Result<weftBackend_t> chooseBackend() {
@@ -51,7 +56,12 @@ Status cudaSetup(Comm* comm) {
                 "the abort flag is shared with kernels as a plain uint32_t");
   WEFT_RETURN_IF_ERROR(cuda::hostAllocMapped(sizeof(std::atomic<uint32_t>), &host, &dev));
   state->abortHost = new (host) std::atomic<uint32_t>(0);
-  state->abortDevice = static_cast<const uint32_t*>(dev);
+  state->abortDevice = static_cast<uint32_t*>(dev);
+  const size_t reportBytes = sizeof(device::WaitReport) * device::kMaxKernelChannels;
+  WEFT_RETURN_IF_ERROR(cuda::hostAllocMapped(reportBytes, &host, &dev));
+  std::memset(host, 0, reportBytes);  // every block idle
+  state->reportsHost = static_cast<device::WaitReport*>(host);
+  state->reportsDevice = static_cast<device::WaitReport*>(dev);
   WEFT_ASSIGN_OR_RETURN(state->internalStream, cuda::streamCreate());
   WEFT_ASSIGN_OR_RETURN(state->joinEvent, cuda::eventCreate());
   WEFT_ASSIGN_OR_RETURN(state->doneEvent, cuda::eventCreate());
@@ -80,19 +90,53 @@ std::atomic<uint32_t>* proxyFailureFlag(Comm* comm) {
   return &comm->netFailed;
 }
 
-Status cudaNetworkFailure(const Comm& comm) {
-  const CudaState* state = comm.cuda.get();
-  // Acquire pairs with the proxy's release of the flag, which it raises
-  // after recording its failure: the failure below is then visible.
-  // The flag first: the proxy is only read once it has raised it (a thread
-  // polling ncclCommGetAsyncError may run while a launch creates the proxy).
-  if (state == nullptr || state->abortHost->load(std::memory_order_acquire) == 0 || !comm.proxy) return okStatus();
-  const Status net = comm.proxy->failure();
-  if (net.ok()) return okStatus();  // raised by ncclCommAbort, not by the network
-  return Status(net.code(), strFormat("rank %d: %s. The network failed under this communicator's kernels, which "
-                                      "were stopped: a peer on another node exited, aborted or lost its network; "
-                                      "the communicator is unusable: destroy or abort it",
-                                      comm.rank, net.message().c_str()));
+namespace {
+
+// At most every WEFT_PEER_CHECK_MS, by whichever thread gets there first:
+// an announced wait on a local peer process that is gone stops the kernels.
+void checkWaitedPeers(const Comm& comm, CudaState* state) {
+  const int64_t now = nowNs();
+  int64_t next = state->nextPeerCheckNs.load(std::memory_order_relaxed);
+  if (now < next || !state->nextPeerCheckNs.compare_exchange_strong(next, now + comm.waitConfig.peerCheckNs)) return;
+  device::WaitFailureInfo found;
+  if (!waitOnExitedPeer(state->reportsHost, device::kMaxKernelChannels, comm.waitConfig.peerPids, comm.nranks,
+                        processAlive, &found))
+    return;
+  {
+    std::lock_guard<std::mutex> lock(state->watchMutex);
+    if (state->hostFound.kind == device::WaitFailure::kNone) state->hostFound = found;
+  }
+  state->abortHost->store(1u, std::memory_order_release);  // kernels stop at their next poll
+}
+
+}  // namespace
+
+Status cudaKernelFailure(const Comm& comm) {
+  CudaState* state = comm.cuda.get();
+  if (state == nullptr) return okStatus();
+  if (state->abortHost->load(std::memory_order_acquire) == 0) {
+    checkWaitedPeers(comm, state);
+    // Acquire pairs with the release of the flag by the proxy (after it
+    // recorded its failure), by a block (after its report) or by the check.
+    if (state->abortHost->load(std::memory_order_acquire) == 0) return okStatus();
+  }
+  // The proxy first, and only once the flag is up: a thread polling
+  // ncclCommGetAsyncError may run while a launch creates the proxy.
+  const Status net = comm.proxy ? comm.proxy->failure() : Status();
+  if (!net.ok())
+    return Status(net.code(), strFormat("rank %d: %s. The network failed under this communicator's kernels, which "
+                                        "were stopped: a peer on another node exited, aborted or lost its network; "
+                                        "the communicator is unusable: destroy or abort it",
+                                        comm.rank, net.message().c_str()));
+  device::WaitFailureInfo failure;
+  {
+    std::lock_guard<std::mutex> lock(state->watchMutex);
+    failure = state->hostFound;
+  }
+  if (failure.kind == device::WaitFailure::kNone &&
+      !recordedWaitFailure(state->reportsHost, device::kMaxKernelChannels, &failure))
+    return okStatus();  // raised by ncclCommAbort
+  return describeWaitFailure(comm, failure).withContext("a kernel of this communicator");
 }
 
 Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn) {
@@ -150,15 +194,17 @@ Status cudaWaitIdle(Comm* comm, bool aborting) {
     Result<bool> done = cuda::eventDone(state->doneEvent);
     if (!done.ok()) return done.status();
     if (done.value()) return okStatus();
-    // Raised by abort above, or by the proxy when the network failed: the
-    // kernels stop at their next poll, so from then on the wait is bounded.
+    // Raised by abort above, by the proxy when the network failed, by a block
+    // that timed out, or by the peer check: the kernels stop at their next
+    // poll, so from then on the wait is bounded.
+    if (!stopping) checkWaitedPeers(*comm, state);
     if (!stopping && state->abortHost->load(std::memory_order_relaxed) != 0) {
       stopping = true;
       stopSince = std::chrono::steady_clock::now();
     }
     if (stopping && std::chrono::steady_clock::now() - stopSince > std::chrono::seconds(10))
       return errorStatus(ncclInternalError, "rank %d: kernels still running 10 s after %s; their memory is leaked",
-                         comm->rank, aborting ? "abort" : "the network failed and they were told to stop");
+                         comm->rank, aborting ? "abort" : "they were told to stop (a failure; see the warnings above)");
     std::this_thread::sleep_for(std::chrono::microseconds(stopping ? 1000 : 50));
   }
 }

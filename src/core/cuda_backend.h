@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "common/status.h"
@@ -36,7 +37,16 @@ struct CudaState {
   // proxy's failure flag (proxyFailureFlag), so kernels waiting on a network
   // FIFO stop without any host thread watching (see cudaNetworkFailure).
   std::atomic<uint32_t>* abortHost = nullptr;
-  const uint32_t* abortDevice = nullptr;
+  uint32_t* abortDevice = nullptr;
+  // One wait report per block, pinned host memory mapped into the device
+  // (device/wait_report.h; read in cudaKernelFailure).
+  device::WaitReport* reportsHost = nullptr;
+  device::WaitReport* reportsDevice = nullptr;
+  // A peer exit the host found under an announced wait (guarded by
+  // watchMutex), and when the reports may next be checked for one.
+  std::mutex watchMutex;
+  device::WaitFailureInfo hostFound;
+  std::atomic<int64_t> nextPeerCheckNs{0};
   cuda::Stream internalStream = nullptr;
   cuda::Event joinEvent = nullptr;
   cuda::Event doneEvent = nullptr;  // recorded after every launch: teardown waits on it
@@ -55,11 +65,13 @@ Status cudaSetup(Comm* comm);
 // comm->netFailed on the host backend (host waits poll it).
 std::atomic<uint32_t>* proxyFailureFlag(Comm* comm);
 
-// After the proxy failed under a cuda communicator: the failure, naming the
-// link (peer, host, channel), as the error of the caller. OK otherwise. The
-// kernels were stopped by the proxy itself (proxyFailureFlag); this is how
-// the host learns why. Cheap: one atomic load when nothing failed.
-Status cudaNetworkFailure(const Comm& comm);
+// Why this communicator's kernels were stopped, as the caller's error: the
+// network failed (the proxy's message names the link), a wait outlasted
+// WEFT_TIMEOUT, or a peer process of this machine exited under an announced
+// wait (checked here, at most every WEFT_PEER_CHECK_MS, by any caller; the
+// check raises the kernels' abort flag). OK when nothing failed or when
+// ncclCommAbort stopped them. Cheap: an atomic load and a clock read.
+Status cudaKernelFailure(const Comm& comm);
 
 // Copies a connection's FifoEnd and the channels' ring orders to the device.
 Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn);

@@ -52,6 +52,8 @@ Status launchRound(Comm& comm, const Batch& batch, const Plan& plan, uint32_t sk
                    cuda::Stream stream) {
   device::KernelArgs& args = *comm.cuda->args;
   args.abortFlag = comm.cuda->abortDevice;
+  args.reports = comm.cuda->reportsDevice;
+  args.timeoutNs = comm.waitConfig.timeoutNs;
   int nblocks = 0;
   uint32_t nitems = 0;
   for (size_t c = 0; c < plan.channels.size(); ++c) {

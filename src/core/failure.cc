@@ -1,6 +1,5 @@
 #include "core/failure.h"
 
-#include "common/params.h"
 #include "core/comm.h"
 
 namespace weft::core {
@@ -19,27 +18,31 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
       return errorStatus(ncclInvalidUsage,
                          "rank %d: communicator aborted (ncclCommAbort) while waiting on channel %d for %s %s",
                          comm.rank, failure.site.channel, where.c_str(), waitingFor);
-    case device::WaitFailure::kPeerExited:
+    case device::WaitFailure::kPeerExited: {
+      // A cuda kernel's wait is found by the host, which does not know since when.
+      const std::string waited =
+          failure.waitedNs > 0 ? strFormat("waited %.1f s", seconds) : std::string("waited (over 1 ms)");
       return errorStatus(ncclRemoteError,
-                         "rank %d: %s exited while this rank waited %.1f s on channel %d for it %s; the communicator "
+                         "rank %d: %s exited while this rank %s on channel %d for it %s; the communicator "
                          "is unusable: destroy or abort it",
-                         comm.rank, where.c_str(), seconds, failure.site.channel, waitingFor);
+                         comm.rank, where.c_str(), waited.c_str(), failure.site.channel, waitingFor);
+    }
     case device::WaitFailure::kTimeout:
       return errorStatus(
           ncclRemoteError,
           "rank %d: waited %.0f s on channel %d for %s %s (WEFT_TIMEOUT=%lld). The peer is alive but not "
           "progressing: is it blocked elsewhere, or calling collectives in a different order?",
           comm.rank, seconds, failure.site.channel, where.c_str(), waitingFor,
-          static_cast<long long>(param::waitTimeoutSec()));
+          static_cast<long long>(comm.waitConfig.timeoutNs / 1000000000ll));  // as read at init
     case device::WaitFailure::kNetwork: {
       // The proxy's message names the link (peer, host, channel, direction).
       Status net = comm.proxy ? comm.proxy->failure() : Status();
       if (net.ok()) net = errorStatus(ncclSystemError, "the network failed");
-      return Status(net.code(), strFormat("rank %d: waiting on channel %d for %s %s: %s. A peer on another node "
-                                          "exited, aborted or lost its network; the communicator is unusable: "
-                                          "destroy or abort it",
-                                          comm.rank, failure.site.channel, where.c_str(), waitingFor,
-                                          net.message().c_str()));
+      return Status(net.code(),
+                    strFormat("rank %d: waiting on channel %d for %s %s: %s. A peer on another node "
+                              "exited, aborted or lost its network; the communicator is unusable: "
+                              "destroy or abort it",
+                              comm.rank, failure.site.channel, where.c_str(), waitingFor, net.message().c_str()));
     }
     default: return okStatus();
   }

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "common/status.h"
-#include "device/backend/host/host_coop.h"
+#include "device/wait_report.h"
 
 namespace weft::core {
 

@@ -160,12 +160,13 @@ Status launchLocked(Comm* const* comms, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (!comms[i]->failure.ok()) return comms[i]->failure;
     if (comms[i]->backend == weftBackendCuda) {
-      // After a network failure the proxy has stopped this comm's kernels
-      // (cuda_backend.cc): fail the call, naming the link, rather than launch.
-      Status netFailed = cudaNetworkFailure(*comms[i]);
-      if (!netFailed.ok()) {
-        markFailed(comms[i], netFailed);
-        return netFailed;
+      // After a failure (network, timeout, a peer exited) this comm's kernels
+      // were stopped (cuda_backend.cc): fail the call, naming the peer or
+      // link, rather than launch.
+      Status kernelFailed = cudaKernelFailure(*comms[i]);
+      if (!kernelFailed.ok()) {
+        markFailed(comms[i], kernelFailed);
+        return kernelFailed;
       }
     }
     WEFT_RETURN_IF_ERROR(planLaunch(comms[i]));

@@ -1,8 +1,10 @@
 // The cuda backend's contract beyond plain collectives: point-to-point,
 // reductions of other types, CUDA graph capture, abort of a spinning kernel,
+// the kernel-side timeout on a silent peer,
 // buffers of the wrong kind, ncclMemAlloc.
 #include <chrono>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include "gpu/gpu_util.h"
@@ -127,6 +129,44 @@ TEST(GpuAbort, StopsAKernelWaitingForAPeerThatNeverComes) {
   EXPECT_EQ(ncclCommAbort(comms[0]), ncclSuccess);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(ncclCommDestroy(comms[1]), ncclSuccess);
+  cudaStreamDestroy(stream);
+}
+
+// A kernel waiting on a peer that never calls gives up after WEFT_TIMEOUT by
+// itself (cuda_coop.cuh): the stream completes with nobody aborting, and the
+// communicator's error names the peer.
+TEST(GpuTimeout, KernelWaitingOnASilentPeerFailsNamingIt) {
+  WEFT_REQUIRE_GPU();
+  setenv("WEFT_TIMEOUT", "1", 1);
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  std::thread other([&] {
+    cudaSetDevice(0);
+    ASSERT_EQ(ncclCommInitRank(&comms[1], 2, id, 1), ncclSuccess);
+  });
+  CUDA_OK(cudaSetDevice(0));
+  NCCL_OK(ncclCommInitRank(&comms[0], 2, id, 0), nullptr);
+  other.join();
+  unsetenv("WEFT_TIMEOUT");
+  DeviceBuffer<float> buf(1 << 20);
+  cudaStream_t stream;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const auto start = std::chrono::steady_clock::now();
+  NCCL_OK(ncclAllReduce(buf.get(), buf.get(), 1 << 20, ncclFloat, ncclSum, comms[0], stream), comms[0]);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, std::chrono::milliseconds(900));
+  EXPECT_LT(took, std::chrono::seconds(20)) << "the kernel did not time out";
+  ncclResult_t async = ncclSuccess;
+  EXPECT_EQ(ncclCommGetAsyncError(comms[0], &async), ncclSuccess);
+  EXPECT_EQ(async, ncclRemoteError);
+  EXPECT_EQ(ncclAllReduce(buf.get(), buf.get(), 1, ncclFloat, ncclSum, comms[0], stream), ncclRemoteError);
+  const std::string message = ncclGetLastError(comms[0]);
+  EXPECT_NE(message.find("for rank 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("WEFT_TIMEOUT"), std::string::npos) << message;
+  EXPECT_EQ(ncclCommDestroy(comms[0]), ncclSuccess);
   EXPECT_EQ(ncclCommDestroy(comms[1]), ncclSuccess);
   cudaStreamDestroy(stream);
 }

@@ -6,11 +6,16 @@
 // counter, __threadfence_system after the barrier makes the whole block's
 // writes visible system-wide first (peers may be other GPUs, the host proxy
 // or another process). Spins are bounded: they poll the communicator's abort
-// flag (host-mapped memory) and give up when it is set.
+// flag (host-mapped memory) and give up when it is set, announce long waits
+// in the block's WaitReport and give up after the timeout
+// (device/wait_report.h).
 #pragma once
+
+#include <chrono>
 
 #include "device/atomics.h"
 #include "device/primitives.h"
+#include "device/wait_report.h"
 
 namespace weft::device {
 
@@ -21,8 +26,13 @@ class CudaCoop {
   // keeps cuda communicators within a node on rings.
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = false;
-  // scratch: at least 2 ints of the block's shared memory.
-  __device__ CudaCoop(const uint32_t* abortFlag, int* scratch) : abortFlag_(abortFlag), scratch_(scratch) {}
+  // scratch: at least 2 ints of the block's shared memory. report: this
+  // block's report in host-mapped memory (null: none); timeoutNs 0: no timeout.
+  // Host-callable too: the host pass of this class (one thread, a host
+  // clock) is how tests check the wait logic without a GPU.
+  __host__ __device__ CudaCoop(uint32_t* abortFlag, int* scratch, WaitReport* report = nullptr,
+                               int64_t timeoutNs = 0)
+      : abortFlag_(abortFlag), scratch_(scratch), report_(report), timeoutNs_(timeoutNs) {}
 
   __host__ __device__ int threadRank() const {
 #if WEFT_DEVICE_PASS
@@ -63,20 +73,9 @@ class CudaCoop {
   }
 
   template <typename Ready, typename Culprit>
-  __host__ __device__ bool waitUntil(Ready&& ready, Culprit&& /*culprit*/) {
+  __host__ __device__ bool waitUntil(Ready&& ready, Culprit&& culprit) {
     int ok = 1;
-    if (leader()) {
-      if (failed_) {
-        ok = 0;
-      } else {
-        for (uint32_t polls = 0; !ready(); ++polls) {
-          if ((polls & 1023) == 1023 && abortFlag_ != nullptr && loadRelaxed(abortFlag_) != 0) {
-            ok = 0;
-            break;
-          }
-        }
-      }
-    }
+    if (leader()) ok = failed_ ? 0 : leaderWait(ready, culprit);
     ok = broadcastFromLeader(ok);
     if (!ok) failed_ = true;
     return ok != 0;
@@ -85,8 +84,63 @@ class CudaCoop {
   __host__ __device__ bool failed() const { return failed_; }
 
  private:
-  const uint32_t* abortFlag_;
+  // Every 1024 polls: the abort flag, then the clock (the first check starts
+  // it): announce the wait after kWaitAnnounceNs, fail it after the timeout.
+  template <typename Ready, typename Culprit>
+  __host__ __device__ int leaderWait(Ready& ready, Culprit& culprit) {
+    uint64_t start = 0;
+    bool announced = false;
+    int ok = 1;
+    for (uint32_t polls = 0; !ready(); ++polls) {
+      if ((polls & 1023) != 1023) continue;
+      if (abortFlag_ != nullptr && loadRelaxed(abortFlag_) != 0) {
+        ok = 0;
+        break;
+      }
+      const uint64_t now = globalTimerNs();
+      if (start == 0) start = now;
+      const int64_t waited = static_cast<int64_t>(now - start);
+      if (timeoutNs_ > 0 && waited > timeoutNs_) {
+        recordTimeout(culprit(), waited);
+        ok = 0;
+        break;
+      }
+      if (!announced && report_ != nullptr && waited > kWaitAnnounceNs) {
+        storeRelaxed(&report_->word, packWaitWord(WaitState::kWaiting, culprit()));
+        announced = true;
+      }
+    }
+    if (announced && ok) storeRelaxed(&report_->word, packWaitWord(WaitState::kIdle, WaitSite{-1, 0, -1}));
+    return ok;
+  }
+
+  // The record first, released by the word; then the abort flag, so the
+  // host finds the record once it sees the flag, and the other blocks stop.
+  __host__ __device__ void recordTimeout(const WaitSite& site, int64_t waited) {
+    if (report_ != nullptr) {
+      storeRelaxed(&report_->waitedNs, waited);
+      storeRelaxed(&report_->kind, static_cast<uint32_t>(WaitFailure::kTimeout));
+      storeRelease(&report_->word, packWaitWord(WaitState::kFailed, site));
+    }
+    if (abortFlag_ != nullptr) storeRelease(abortFlag_, 1u);
+  }
+
+  __host__ __device__ static uint64_t globalTimerNs() {
+#if WEFT_DEVICE_PASS
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+#else
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+#endif
+  }
+
+  uint32_t* abortFlag_;
   int* scratch_;
+  WaitReport* report_;
+  int64_t timeoutNs_;
   bool failed_ = false;
 };
 

@@ -5,6 +5,7 @@
 // Plain data, included by host code too.
 #pragma once
 
+#include "device/wait_report.h"
 #include "device/work.h"
 
 namespace weft::device {
@@ -19,7 +20,9 @@ struct KernelChannel {
 };
 
 struct KernelArgs {
-  const uint32_t* abortFlag;  // host-mapped; set by ncclCommAbort
+  uint32_t* abortFlag;  // host-mapped; set by ncclCommAbort, the proxy, or a block that timed out
+  WaitReport* reports;  // host-mapped; one per block (core/cuda_watch.cc)
+  int64_t timeoutNs;    // WEFT_TIMEOUT per wait; 0: none
   int32_t nchannels;
   int32_t pad;
   KernelChannel channels[kMaxKernelChannels];

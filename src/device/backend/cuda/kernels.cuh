@@ -11,7 +11,7 @@ namespace weft::device {
 template <typename T, RedOpKind K>
 __global__ void __launch_bounds__(1024) reducingKernel(const __grid_constant__ KernelArgs args) {
   __shared__ int scratch[2];
-  CudaCoop coop(args.abortFlag, scratch);
+  CudaCoop coop(args.abortFlag, scratch, args.reports + blockIdx.x, args.timeoutNs);
   const KernelChannel& channel = args.channels[blockIdx.x];
   for (int i = 0; i < channel.itemCount && !coop.failed(); ++i)
     runReducingOp<T, K>(coop, channel.view, args.items[channel.firstItem + i].coll);

@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/process.h"
 #include "device/primitives.h"
+#include "device/wait_report.h"
 
 namespace weft::device {
 
@@ -34,14 +35,6 @@ struct HostWaitConfig {
   int64_t peerCheckNs = 200000000;
   const pid_t* peerPids = nullptr;  // per rank: a local process to watch, or 0
   int32_t nranks = 0;
-};
-
-enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited, kNetwork };
-
-struct WaitFailureInfo {
-  WaitFailure kind = WaitFailure::kNone;
-  WaitSite site{-1, 0, -1};
-  int64_t waitedNs = 0;
 };
 
 class HostCoop {
