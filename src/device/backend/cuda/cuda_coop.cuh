@@ -84,34 +84,43 @@ class CudaCoop {
   __host__ __device__ bool failed() const { return failed_; }
 
  private:
-  // Every 1024 polls: the abort flag, then the clock (the first check starts
-  // it): announce the wait after kWaitAnnounceNs, fail it after the timeout.
+  // The spin is inlined at every wait site; what runs every 1024 polls is
+  // one out-of-line function per translation unit (inlining it everywhere
+  // cost the kernel build a third more time).
   template <typename Ready, typename Culprit>
   __host__ __device__ int leaderWait(Ready& ready, Culprit& culprit) {
+    WaitClock clock;
+    for (uint32_t polls = 0; !ready(); ++polls)
+      if ((polls & 1023) == 1023 && !keepWaiting(&clock, culprit())) return 0;
+    if (clock.announced) endAnnouncedWait();
+    return 1;
+  }
+
+  struct WaitClock {
     uint64_t start = 0;
     bool announced = false;
-    int ok = 1;
-    for (uint32_t polls = 0; !ready(); ++polls) {
-      if ((polls & 1023) != 1023) continue;
-      if (abortFlag_ != nullptr && loadRelaxed(abortFlag_) != 0) {
-        ok = 0;
-        break;
-      }
-      const uint64_t now = globalTimerNs();
-      if (start == 0) start = now;
-      const int64_t waited = static_cast<int64_t>(now - start);
-      if (timeoutNs_ > 0 && waited > timeoutNs_) {
-        recordTimeout(culprit(), waited);
-        ok = 0;
-        break;
-      }
-      if (!announced && report_ != nullptr && waited > kWaitAnnounceNs) {
-        storeRelaxed(&report_->word, packWaitWord(WaitState::kWaiting, culprit()));
-        announced = true;
-      }
+  };
+
+  // The abort flag, then the clock (the first check starts it): announce
+  // the wait after kWaitAnnounceNs, fail it after the timeout.
+  __host__ __device__ __noinline__ bool keepWaiting(WaitClock* clock, WaitSite site) {
+    if (abortFlag_ != nullptr && loadRelaxed(abortFlag_) != 0) return false;
+    const uint64_t now = globalTimerNs();
+    if (clock->start == 0) clock->start = now;
+    const int64_t waited = static_cast<int64_t>(now - clock->start);
+    if (timeoutNs_ > 0 && waited > timeoutNs_) {
+      recordTimeout(site, waited);
+      return false;
     }
-    if (announced && ok) storeRelaxed(&report_->word, packWaitWord(WaitState::kIdle, WaitSite{-1, 0, -1}));
-    return ok;
+    if (!clock->announced && report_ != nullptr && waited > kWaitAnnounceNs) {
+      storeRelaxed(&report_->word, packWaitWord(WaitState::kWaiting, site));
+      clock->announced = true;
+    }
+    return true;
+  }
+
+  __host__ __device__ __noinline__ void endAnnouncedWait() {
+    storeRelaxed(&report_->word, packWaitWord(WaitState::kIdle, WaitSite{-1, 0, -1}));
   }
 
   // The record first, released by the word; then the abort flag, so the
