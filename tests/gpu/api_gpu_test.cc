@@ -107,11 +107,11 @@ TEST(GpuGraph, CapturedAllReduceReplays) {
   });
 }
 
-TEST(GpuAbort, StopsAKernelWaitingForAPeerThatNeverComes) {
-  WEFT_REQUIRE_GPU();
+// Two ranks on GPU 0 initialised from two threads; the caller drives them
+// from its own thread (rank 1 may stay silent).
+void initPairOnGpu0(ncclComm_t comms[2]) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  ncclComm_t comms[2] = {nullptr, nullptr};
   std::thread other([&] {
     cudaSetDevice(0);
     ASSERT_EQ(ncclCommInitRank(&comms[1], 2, id, 1), ncclSuccess);
@@ -119,6 +119,12 @@ TEST(GpuAbort, StopsAKernelWaitingForAPeerThatNeverComes) {
   CUDA_OK(cudaSetDevice(0));
   NCCL_OK(ncclCommInitRank(&comms[0], 2, id, 0), nullptr);
   other.join();
+}
+
+TEST(GpuAbort, StopsAKernelWaitingForAPeerThatNeverComes) {
+  WEFT_REQUIRE_GPU();
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_NO_FATAL_FAILURE(initPairOnGpu0(comms));
   DeviceBuffer<float> buf(1 << 20);
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -139,16 +145,8 @@ TEST(GpuAbort, StopsAKernelWaitingForAPeerThatNeverComes) {
 TEST(GpuTimeout, KernelWaitingOnASilentPeerFailsNamingIt) {
   WEFT_REQUIRE_GPU();
   setenv("WEFT_TIMEOUT", "1", 1);
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   ncclComm_t comms[2] = {nullptr, nullptr};
-  std::thread other([&] {
-    cudaSetDevice(0);
-    ASSERT_EQ(ncclCommInitRank(&comms[1], 2, id, 1), ncclSuccess);
-  });
-  CUDA_OK(cudaSetDevice(0));
-  NCCL_OK(ncclCommInitRank(&comms[0], 2, id, 0), nullptr);
-  other.join();
+  ASSERT_NO_FATAL_FAILURE(initPairOnGpu0(comms));
   unsetenv("WEFT_TIMEOUT");
   DeviceBuffer<float> buf(1 << 20);
   cudaStream_t stream;
