@@ -1,5 +1,7 @@
 #include "core/host_executor.h"
 
+#include <optional>
+
 #include "common/backoff.h"
 #include "common/log.h"
 #include "core/comm.h"
@@ -66,13 +68,10 @@ void runUnits(const std::vector<LaunchUnit>& units, std::vector<device::WaitFail
   if (!units.empty()) {
     const LaunchUnit& u = units[0];
     const device::ChannelView& view = u.comm->channels[static_cast<size_t>(u.channel)].view(u.comm->rank);
-    if (u.comm->proxy) {
-      // Waiting helps the proxy along, and the proxy logs with the rank.
-      log::ScopedRank scoped(u.comm->rank);
-      (*results)[0] = device::hostRunChannel(view, u.items->data(), u.items->size(), u.comm->waitConfig);
-    } else {
-      (*results)[0] = device::hostRunChannel(view, u.items->data(), u.items->size(), u.comm->waitConfig);
-    }
+    // Waiting helps the proxy along, and the proxy logs with the rank.
+    std::optional<log::ScopedRank> scoped;
+    if (u.comm->proxy) scoped.emplace(u.comm->rank);
+    (*results)[0] = device::hostRunChannel(view, u.items->data(), u.items->size(), u.comm->waitConfig);
   }
   for (size_t i = 1; i < units.size(); ++i) (*results)[i] = units[i].comm->executor->worker(units[i].channel).wait();
 }
