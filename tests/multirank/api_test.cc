@@ -14,6 +14,9 @@
 // A 2.28 entry point our 2.27 header does not declare; the library exports
 // it for callers built against newer headers.
 extern "C" ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+// NCCL 2.28's device API, declared with opaque arguments (its types are not in a 2.27 header).
+extern "C" ncclResult_t ncclDevCommCreate(ncclComm_t comm, const void* requirements, void* outDevComm);
+extern "C" ncclResult_t ncclDevCommDestroy(ncclComm_t comm, const void* devComm);
 
 namespace weft::test {
 namespace {
@@ -118,6 +121,11 @@ TEST(Unsupported, EntryPointsFailWithAClearMessage) {
     expectMessage(ctx.comm, {"ncclCommShrink", "not supported"});
     EXPECT_EQ(ncclCommRevoke(ctx.comm, 0), ncclInvalidUsage);
     expectMessage(ctx.comm, {"ncclCommRevoke", "not supported"});
+    char devComm[64] = {};
+    EXPECT_EQ(ncclDevCommCreate(ctx.comm, nullptr, devComm), ncclInvalidUsage);
+    expectMessage(ctx.comm, {"ncclDevCommCreate", "not supported", "device API"});
+    EXPECT_EQ(ncclDevCommDestroy(ctx.comm, devComm), ncclInvalidUsage);
+    expectMessage(ctx.comm, {"ncclDevCommDestroy", "not supported"});
     expectUsable(ctx);
   });
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
