@@ -16,20 +16,23 @@ struct DeferredInit {
 };
 
 struct GroupState {
-  int depth = 0;
   std::vector<Comm*> comms;
   std::vector<DeferredInit> inits;
   Status error;
 };
 
 thread_local GroupState tlsGroup;
+// Kept apart from GroupState: a thread_local with a constructor is reached
+// through an initialisation check on every use, and inGroup() runs on every
+// call; a plain int is one lookup.
+thread_local int tlsGroupDepth = 0;
 
 }  // namespace
 
-bool inGroup() { return tlsGroup.depth > 0; }
+bool inGroup() { return tlsGroupDepth > 0; }
 
 Status groupStart() {
-  ++tlsGroup.depth;
+  ++tlsGroupDepth;
   return okStatus();
 }
 
@@ -56,9 +59,9 @@ Status runInitsConcurrently(std::vector<std::function<Status()>>& inits) {
 }
 
 Status groupEnd() {
-  if (tlsGroup.depth == 0)
+  if (tlsGroupDepth == 0)
     return errorStatus(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
-  if (--tlsGroup.depth > 0) return okStatus();
+  if (--tlsGroupDepth > 0) return okStatus();
   GroupState state = std::move(tlsGroup);
   tlsGroup = GroupState();
   Status status;

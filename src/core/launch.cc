@@ -148,12 +148,24 @@ struct LaunchScratch {
   std::vector<device::WaitFailureInfo> failures;
 };
 
+// In a shared library every use of a thread_local costs a __tls_get_addr
+// call, and the compiler recomputes the address at each use rather than keep
+// it in a register: ten calls per launch (callgrind). Out of line, the
+// address is an ordinary value, looked up once.
+[[gnu::noinline]] LaunchScratch& launchScratch() {
+  thread_local LaunchScratch scratch;
+  return scratch;
+}
+
 // Runs with every comm's execMutex held. Plans go into each comm's own Plan
 // and the lists are kept per thread, so a launch that needs no new
 // connection allocates nothing once warm.
 Status launchLocked(Comm* const* comms, size_t n) {
-  thread_local LaunchScratch scratch;
-  auto& [needs, units, cudaComms, failures] = scratch;
+  LaunchScratch& s = launchScratch();
+  std::vector<ConnectNeed>& needs = s.needs;
+  std::vector<LaunchUnit>& units = s.units;
+  std::vector<Comm*>& cudaComms = s.cudaComms;
+  std::vector<device::WaitFailureInfo>& failures = s.failures;
   needs.clear();
   units.clear();
   cudaComms.clear();
