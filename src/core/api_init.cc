@@ -33,6 +33,7 @@ void markInitResult(Comm* comm, const Status& status) {
 // ncclCommInitAll names one.
 Status bindBackend(Comm* comm, int device) {
   WEFT_ASSIGN_OR_RETURN(comm->backend, chooseBackend());
+  comm->gpusVisible = cuda::deviceCount() > 0;
   if (comm->backend != weftBackendCuda) return okStatus();
   if (device < 0) {
     WEFT_ASSIGN_OR_RETURN(device, cuda::currentDevice());

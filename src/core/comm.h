@@ -92,6 +92,9 @@ struct Comm {
   int nranks = 0;
   int cudaDev = -1;
   weftBackend_t backend = weftBackendHost;
+  // Whether any CUDA device is visible, fixed at init: without one no pointer
+  // can be device memory, and the per-call buffer-kind check is skipped.
+  bool gpusVisible = false;
   CommConfig config;
   uint64_t commHash = 0;  // same on every rank; names shared resources
   int splitCount = 0;     // splits made from this communicator so far

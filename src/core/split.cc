@@ -60,6 +60,7 @@ Status splitComm(Comm* parent, int color, int key, const CommConfig& config, Com
   comm->nranks = static_cast<int>(addresses.size());
   comm->config = config;
   comm->backend = parent->backend;
+  comm->gpusVisible = parent->gpusVisible;
   comm->cudaDev = parent->cudaDev;
   comm->commHash = hashBytes(&secret, sizeof(secret));
   auto bootstrap = Bootstrap::fromAddresses(newRank, std::move(addresses), std::move(listen), secret, &comm->abortFlag);
