@@ -56,6 +56,9 @@ TEST(BadArguments, AreRejectedNamedAndLeaveTheCommunicatorUsable) {
     expectMessage(c, {"peer", "5"});
     EXPECT_EQ(ncclAllGather(buf.data(), buf.data(), SIZE_MAX / 2, ncclFloat32, c, nullptr), ncclInvalidArgument);
     expectMessage(c, {"count"});
+    // count x 4 fits in size_t; count x 4 x nranks does not.
+    EXPECT_EQ(ncclAllGather(buf.data(), buf.data(), SIZE_MAX / 4 - 1, ncclFloat32, c, nullptr), ncclInvalidArgument);
+    expectMessage(c, {"count", "overflows"});
     // Every rejected call queued nothing: a real collective still matches up.
     expectUsable(ctx);
   });
