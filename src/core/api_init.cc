@@ -96,9 +96,11 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   }
   Status idle = cudaWaitIdle(comm, abort);
   if (!idle.ok()) {
-    // Kernels still hold the FIFOs: leak them rather than free memory in use.
+    // Kernels still hold the FIFOs, and poll the abort flag and write the
+    // wait reports in the cuda state: leak both rather than free memory in use.
     WEFT_WARN("%s", idle.message().c_str());
     new std::vector<Channel>(std::move(comm->channels));
+    (void)comm->cuda.release();
   }
   WEFT_INFO(log::kInit, "comm %p rank %d nranks %d - %s COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks,
             abort ? "Abort" : "Destroy");

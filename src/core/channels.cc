@@ -196,7 +196,7 @@ Status connectChannels(Comm* comm) {
   for (Channel& channel : comm->channels) {
     needs.push_back({comm, channel.id, channel.ring.prev, false});
     needs.push_back({comm, channel.id, channel.ring.next, true});
-    if (channel.tree.depth == 0 || comm->backend == weftBackendCuda) continue;
+    if (channel.tree.depth == 0) continue;
     if (channel.tree.up >= 0) both(channel.id, channel.tree.up);
     for (int i = 0; i < channel.tree.nDown; ++i) both(channel.id, channel.tree.down[i]);
   }

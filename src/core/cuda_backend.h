@@ -49,7 +49,10 @@ struct CudaState {
   std::atomic<int64_t> nextPeerCheckNs{0};
   cuda::Stream internalStream = nullptr;
   cuda::Event joinEvent = nullptr;
-  cuda::Event doneEvent = nullptr;  // recorded after every launch: teardown waits on it
+  // Recorded after every launch outside graph capture: teardown waits on it,
+  // and a launch on another stream than the last one waits on it first.
+  cuda::Event doneEvent = nullptr;
+  cuda::Stream lastStream = nullptr;
   bool launched = false;
   std::unique_ptr<device::KernelArgs> args;  // reused launch parameters (31 KB)
 };
@@ -80,6 +83,10 @@ Status cudaMirrorChannels(Comm* comm);
 // Launches every communicator's plan (comm->plan) on its stream; returns
 // once enqueued.
 Status cudaLaunch(const std::vector<Comm*>& comms);
+// Refuses to capture a communicator with network links into a CUDA graph:
+// the proxy is told how many steps to move when the host launches, so a
+// graph replayed later would wait for steps nobody posts.
+Status cudaCheckCapture(const Comm& comm);
 
 // Waits until the communicator's last launch has finished. With `aborting`,
 // or once the network failed (the proxy told the kernels to stop), the wait

@@ -25,6 +25,7 @@ struct Target {
   std::vector<cuda::Stream> userStreams;  // distinct, first one leads
   cuda::Stream launchStream;
   bool ownStream;
+  bool captured = false;  // the launch stream is being captured into a graph
 };
 
 std::vector<cuda::Stream> streamsOf(const Comm& comm) {
@@ -106,14 +107,38 @@ Status launchBatch(Comm& comm, const Plan& plan, const Batch& batch, cuda::Strea
 
 Status launchTarget(Target& t) {
   Comm& comm = *t.comm;
+  CudaState& state = *comm.cuda;
+  t.captured = cuda::streamIsCapturing(t.launchStream);
+  // A communicator's launches run in call order, as NCCL's do, whatever
+  // streams they come on: they share its FIFO positions and slots.
+  if (!t.captured && state.launched && state.lastStream != t.launchStream)
+    WEFT_RETURN_IF_ERROR(cuda::streamWaitEvent(t.launchStream, state.doneEvent));
   for (const SelfCopy& copy : t.plan->selfCopies)
     WEFT_RETURN_IF_ERROR(cuda::copyAsync(copy.dst, copy.src, copy.bytes, t.launchStream));
   for (const Batch& batch : t.plan->batches) WEFT_RETURN_IF_ERROR(launchBatch(comm, *t.plan, batch, t.launchStream));
-  comm.cuda->launched = true;
-  return cuda::eventRecord(comm.cuda->doneEvent, t.launchStream);
+  // Captured: an event recorded in a capture cannot be queried afterwards
+  // (cudaErrorCapturedEvent), so doneEvent stays outside graphs; the join
+  // event carries the user streams' wait (phase 3), and replaying the graph
+  // is the caller's to wait for, as with NCCL.
+  if (t.captured) return cuda::eventRecord(state.joinEvent, t.launchStream);
+  state.launched = true;
+  state.lastStream = t.launchStream;
+  return cuda::eventRecord(state.doneEvent, t.launchStream);
 }
 
 }  // namespace
+
+Status cudaCheckCapture(const Comm& comm) {
+  if (!comm.proxy) return okStatus();
+  for (cuda::Stream s : streamsOf(comm))
+    if (cuda::streamIsCapturing(s))
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d: capturing collectives into a CUDA graph is not supported on a communicator with "
+                         "network links (the proxy moves the steps of each host launch, not of graph replays); "
+                         "capture on a single-node communicator, or launch without a graph",
+                         comm.rank);
+  return okStatus();
+}
 
 Status cudaLaunch(const std::vector<Comm*>& comms) {
   std::vector<Target> targets;
@@ -148,7 +173,8 @@ Status cudaLaunch(const std::vector<Comm*>& comms) {
   for (Target& t : targets) {
     cuda::DeviceGuard guard(t.comm->cudaDev);
     if (!t.ownStream) continue;
-    for (cuda::Stream s : t.userStreams) WEFT_RETURN_IF_ERROR(cuda::streamWaitEvent(s, t.comm->cuda->doneEvent));
+    const cuda::Event done = t.captured ? t.comm->cuda->joinEvent : t.comm->cuda->doneEvent;
+    for (cuda::Stream s : t.userStreams) WEFT_RETURN_IF_ERROR(cuda::streamWaitEvent(s, done));
   }
   return okStatus();
 }

@@ -180,6 +180,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
         markFailed(comms[i], kernelFailed);
         return kernelFailed;
       }
+      WEFT_RETURN_IF_ERROR(cudaCheckCapture(*comms[i]));
     }
     WEFT_RETURN_IF_ERROR(planLaunch(comms[i]));
     collectNeeds(comms[i], comms[i]->plan, &needs);

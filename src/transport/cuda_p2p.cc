@@ -81,7 +81,9 @@ class CudaP2pTransport final : public Transport {
     std::memcpy(&payload, blob.data, sizeof(payload));
     cuda::DeviceGuard guard(link.cudaDev);
     std::shared_ptr<void> memory;
-    if (payload.pid == static_cast<int32_t>(getpid())) {
+    // The same test setupRecv made (process hashes, not pids: ranks in
+    // separate pid namespaces can share a pid).
+    if (link.peerInProcess) {
       std::lock_guard<std::mutex> lock(registryMutex);
       auto it = registry().find(payload.base);
       if (it == registry().end())

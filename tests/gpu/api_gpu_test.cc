@@ -3,7 +3,6 @@
 // the kernel-side timeout on a silent peer,
 // buffers of the wrong kind, ncclMemAlloc.
 #include <chrono>
-#include <functional>
 #include <string>
 #include <thread>
 
@@ -12,26 +11,6 @@
 
 namespace weft::test {
 namespace {
-
-// Runs body(rank, comm, stream) on n ranks as threads sharing GPU 0.
-void onRanks(int n, const std::function<void(int, ncclComm_t, cudaStream_t)>& body) {
-  ncclUniqueId id;
-  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      CUDA_OK(cudaSetDevice(0));
-      ncclComm_t comm = nullptr;
-      NCCL_OK(ncclCommInitRank(&comm, n, id, r), nullptr);
-      cudaStream_t stream;
-      CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      body(r, comm, stream);
-      cudaStreamDestroy(stream);
-      NCCL_OK(ncclCommDestroy(comm), nullptr);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
 
 TEST(GpuP2p, AlltoAllAndRing) {
   WEFT_REQUIRE_GPU();

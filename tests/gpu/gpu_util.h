@@ -1,10 +1,12 @@
 // Helpers for tests that need a GPU: skip when none is usable, check CUDA
-// calls, move data between host vectors and device buffers.
+// calls, move data between host vectors and device buffers, run ranks on GPU 0.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -22,6 +24,27 @@
 #define NCCL_OK(call, comm) ASSERT_EQ((call), ncclSuccess) << #call << ": " << ncclGetLastError(comm)
 
 namespace weft::test {
+
+// Runs body(rank, comm, stream) on n ranks as threads sharing GPU 0, each
+// with its own non-blocking stream.
+inline void onRanks(int n, const std::function<void(int, ncclComm_t, cudaStream_t)>& body) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      CUDA_OK(cudaSetDevice(0));
+      ncclComm_t comm = nullptr;
+      NCCL_OK(ncclCommInitRank(&comm, n, id, r), nullptr);
+      cudaStream_t stream;
+      CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      body(r, comm, stream);
+      cudaStreamDestroy(stream);
+      NCCL_OK(ncclCommDestroy(comm), nullptr);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
 
 // A device buffer of T freed on scope exit.
 template <typename T>

@@ -13,6 +13,10 @@ __global__ void __launch_bounds__(1024) dataOnlyKernel(const __grid_constant__ K
   CudaCoop coop(args.abortFlag, scratch, args.reports + blockIdx.x, args.timeoutNs);
   const KernelChannel& channel = args.channels[blockIdx.x];
   for (int i = 0; i < channel.itemCount && !coop.failed(); ++i) {
+    // Items of one batch can share FIFOs: only the leader writes positions
+    // back when an item ends, and every thread reloads them when the next
+    // begins, so the block waits for that write first.
+    if (i > 0) coop.sync();
     const WorkItem& item = args.items[channel.firstItem + i];
     if (item.kind == WorkItem::Kind::kColl)
       runDataOnly(coop, channel.view, item.coll);

@@ -13,8 +13,10 @@ __global__ void __launch_bounds__(1024) reducingKernel(const __grid_constant__ K
   __shared__ int scratch[2];
   CudaCoop coop(args.abortFlag, scratch, args.reports + blockIdx.x, args.timeoutNs);
   const KernelChannel& channel = args.channels[blockIdx.x];
-  for (int i = 0; i < channel.itemCount && !coop.failed(); ++i)
+  for (int i = 0; i < channel.itemCount && !coop.failed(); ++i) {
+    if (i > 0) coop.sync();  // the leader's write-back of FIFO positions, before every thread reloads them
     runReducingOp<T, K>(coop, channel.view, args.items[channel.firstItem + i].coll);
+  }
 }
 
 __global__ void __launch_bounds__(1024) dataOnlyKernel(const __grid_constant__ KernelArgs args);

@@ -56,13 +56,37 @@ DeviceGuard::~DeviceGuard() {
   if (previous_ >= 0) cudaSetDevice(previous_);
 }
 
+namespace {
+
+// Set-up work (connections made at the first send to a new peer, mirrors of
+// FIFO ends) runs beside the user's work, never behind it: on the calling
+// thread's own stream, which waits for no stream but the legacy default one,
+// and in relaxed capture mode. On the legacy stream, a synchronous copy would
+// wait for a kernel of another rank on this GPU spinning on a blocking stream
+// for this very rank (a deadlock), and inside a thread capturing a graph
+// cudaMalloc and legacy-stream work would break the capture.
+class SideWork {
+ public:
+  SideWork() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~SideWork() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  SideWork(const SideWork&) = delete;
+  SideWork& operator=(const SideWork&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+}  // namespace
+
 Result<void*> deviceAlloc(size_t bytes) {
+  SideWork side;
   void* ptr = nullptr;
   WEFT_CUDA_RETURN(cudaMalloc(&ptr, bytes));
-  cudaError_t err = cudaMemset(ptr, 0, bytes);
+  cudaError_t err = cudaMemsetAsync(ptr, 0, bytes, cudaStreamPerThread);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(cudaStreamPerThread);
   if (err != cudaSuccess) {
     cudaFree(ptr);
-    return errorFromCode(err, "cudaMemset");
+    return errorFromCode(err, "cudaMemsetAsync");
   }
   return ptr;
 }
@@ -94,7 +118,9 @@ void hostUnregister(void* host) {
 }
 
 Status copyToDevice(void* dst, const void* src, size_t bytes) {
-  WEFT_CUDA_RETURN(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+  SideWork side;
+  WEFT_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread));
+  WEFT_CUDA_RETURN(cudaStreamSynchronize(cudaStreamPerThread));
   return okStatus();
 }
 
@@ -201,6 +227,15 @@ void streamDestroy(Stream stream) {
 }
 
 bool streamIsLegacyDefault(Stream stream) { return stream == nullptr || stream == cudaStreamLegacy; }
+
+bool streamIsCapturing(Stream stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return status == cudaStreamCaptureStatusActive;
+}
 
 Result<Event> eventCreate() {
   cudaEvent_t event = nullptr;

@@ -72,6 +72,8 @@ bool mpsEnabled(int device);
 Result<Stream> streamCreate();
 void streamDestroy(Stream stream);
 bool streamIsLegacyDefault(Stream stream);
+// True while `stream` is being captured into a CUDA graph.
+bool streamIsCapturing(Stream stream);
 Result<Event> eventCreate();
 void eventDestroy(Event event);
 Status eventRecord(Event event, Stream stream);

@@ -44,6 +44,7 @@ bool mpsEnabled(int) { return false; }
 Result<Stream> streamCreate() { return noCuda("a stream"); }
 void streamDestroy(Stream) {}
 bool streamIsLegacyDefault(Stream stream) { return stream == nullptr; }
+bool streamIsCapturing(Stream) { return false; }
 Result<Event> eventCreate() { return noCuda("an event"); }
 void eventDestroy(Event) {}
 Status eventRecord(Event, Stream) { return noCuda("an event"); }
