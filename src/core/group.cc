@@ -59,8 +59,7 @@ Status runInitsConcurrently(std::vector<std::function<Status()>>& inits) {
 }
 
 Status groupEnd() {
-  if (tlsGroupDepth == 0)
-    return errorStatus(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  if (tlsGroupDepth == 0) return errorStatus(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--tlsGroupDepth > 0) return okStatus();
   GroupState state = std::move(tlsGroup);
   tlsGroup = GroupState();

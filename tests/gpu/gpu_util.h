@@ -11,13 +11,13 @@
 
 #include "nccl.h"
 
-#define WEFT_REQUIRE_GPU()                                                              \
-  do {                                                                                  \
-    int weft_ndev_ = 0;                                                                 \
-    if (cudaGetDeviceCount(&weft_ndev_) != cudaSuccess || weft_ndev_ == 0) {            \
-      cudaGetLastError();                                                               \
-      GTEST_SKIP() << "no usable CUDA device";                                          \
-    }                                                                                   \
+#define WEFT_REQUIRE_GPU()                                                   \
+  do {                                                                       \
+    int weft_ndev_ = 0;                                                      \
+    if (cudaGetDeviceCount(&weft_ndev_) != cudaSuccess || weft_ndev_ == 0) { \
+      cudaGetLastError();                                                    \
+      GTEST_SKIP() << "no usable CUDA device";                               \
+    }                                                                        \
   } while (0)
 
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call << ": " << cudaGetErrorString(cudaGetLastError())
@@ -57,7 +57,9 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return ptr_; }
-  void upload(const std::vector<T>& host) { cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice); }
+  void upload(const std::vector<T>& host) {
+    cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
   std::vector<T> download() const {
     std::vector<T> host(count_);
     cudaMemcpy(host.data(), ptr_, count_ * sizeof(T), cudaMemcpyDeviceToHost);
