@@ -167,7 +167,7 @@ Status cudaMirrorChannels(Comm* comm) {
 }
 
 Status checkBufferKind(const Comm& comm, const char* name, const void* ptr) {
-  if (ptr == nullptr || cuda::deviceCount() == 0) return okStatus();
+  if (ptr == nullptr || !comm.gpusVisible) return okStatus();  // no device: no pointer can be device memory
   int device = -1;
   const cuda::MemoryKind kind = cuda::pointerKind(ptr, &device);
   if (comm.backend == weftBackendHost && kind == cuda::MemoryKind::kDevice)

@@ -35,7 +35,7 @@ struct CudaState {
   // (abortDevice is the kernels' address of it). Raised by ncclCommAbort, and
   // by the proxy when the network fails: on a cuda communicator it is the
   // proxy's failure flag (proxyFailureFlag), so kernels waiting on a network
-  // FIFO stop without any host thread watching (see cudaNetworkFailure).
+  // FIFO stop without any host thread watching (see cudaKernelFailure).
   std::atomic<uint32_t>* abortHost = nullptr;
   uint32_t* abortDevice = nullptr;
   // One wait report per block, pinned host memory mapped into the device

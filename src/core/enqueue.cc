@@ -44,7 +44,7 @@ Status checkBuffer(const Comm& comm, const char* name, const void* buff, size_t 
   if (count == 0) return okStatus();
   if (buff == nullptr)
     return errorStatus(ncclInvalidArgument, "%s is NULL with count %zu, expected a buffer", name, count);
-  return comm.gpusVisible ? checkBufferKind(comm, name, buff) : okStatus();
+  return checkBufferKind(comm, name, buff);
 }
 
 Status checkRank(const char* name, int value, int nranks) {
