@@ -44,6 +44,7 @@ Status checkBuffer(const Comm& comm, const char* name, const void* buff, size_t 
   if (count == 0) return okStatus();
   if (buff == nullptr)
     return errorStatus(ncclInvalidArgument, "%s is NULL with count %zu, expected a buffer", name, count);
+  if (!comm.gpusVisible) return okStatus();  // checkBufferKind's own shortcut, without the call
   return checkBufferKind(comm, name, buff);
 }
 
@@ -122,8 +123,15 @@ Status enqueueColl(ncclComm_t handle, const CollArgs& a) {
     task.op = op.value();
   }
   if (a.count == 0) return okStatus();
+  if (inGroup()) {
+    comm->collTasks.push_back(task);
+    groupAddComm(comm);
+    return okStatus();
+  }
+  Status repeated;
+  if (launchRepeat(comm, task, &repeated)) return repeated;
   comm->collTasks.push_back(task);
-  return submit(comm);
+  return launchComm(comm);
 }
 
 Status enqueueP2p(ncclComm_t handle, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer,

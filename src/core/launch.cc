@@ -39,6 +39,14 @@ bool sameShape(const CollTask& a, const CollTask& b) {
   return a.func == b.func && a.count == b.count && a.dtype == b.dtype && a.root == b.root && sameOp(a.op, b.op);
 }
 
+void patchBuffers(Plan* plan, const CollTask& task) {
+  for (auto& items : plan->channels)
+    for (device::WorkItem& item : items) {
+      item.coll.sendbuff = task.sendbuff;
+      item.coll.recvbuff = task.recvbuff;
+    }
+}
+
 // Plans the comm's queued tasks into comm->plan. A launch of one collective
 // shaped like the last one (the common loop: same call, same or other
 // buffers) patches the buffers into the previous plan instead: the plan
@@ -46,12 +54,7 @@ bool sameShape(const CollTask& a, const CollTask& b) {
 Status planLaunch(Comm* comm) {
   const bool single = comm->collTasks.size() == 1 && comm->p2pTasks.empty();
   if (single && comm->planReusable && sameShape(comm->collTasks[0], comm->plannedTask)) {
-    const CollTask& task = comm->collTasks[0];
-    for (auto& items : comm->plan.channels)
-      for (device::WorkItem& item : items) {
-        item.coll.sendbuff = task.sendbuff;
-        item.coll.recvbuff = task.recvbuff;
-      }
+    patchBuffers(&comm->plan, comm->collTasks[0]);
     return okStatus();
   }
   comm->planReusable = false;
@@ -140,6 +143,8 @@ void markFailed(Comm* comm, const Status& status) {
   comm->asyncError.store(status.code());
 }
 
+bool repeatsAlone(const Comm& comm);
+
 // A launch's lists, kept per thread (one thread-local lookup per launch).
 struct LaunchScratch {
   std::vector<ConnectNeed> needs;
@@ -170,6 +175,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
   units.clear();
   cudaComms.clear();
   for (size_t i = 0; i < n; ++i) {
+    comms[i]->repeatChannel = -1;  // set again below if this launch qualifies
     if (!comms[i]->failure.ok()) return comms[i]->failure;
     if (comms[i]->backend == weftBackendCuda) {
       // After a failure (network, timeout, a peer exited) this comm's kernels
@@ -218,7 +224,18 @@ Status launchLocked(Comm* const* comms, size_t n) {
     markFailed(units[u].comm, failed);
     if (first.ok()) first = failed;
   }
+  if (first.ok() && n == 1 && units.size() == 1 && repeatsAlone(*comms[0])) comms[0]->repeatChannel = units[0].channel;
   return first;
+}
+
+// Whether the comm's plan, once run, can run again by itself with other
+// buffers: launchRepeat's condition. Besides the lone collective's one
+// channel (checked by the caller), nothing the general launch does per call
+// may be needed: no send/recv ends to bind, no network steps to post, no
+// self copies, no kernel.
+bool repeatsAlone(const Comm& comm) {
+  return comm.planReusable && comm.backend == weftBackendHost && !comm.proxy && comm.plan.p2p.empty() &&
+         comm.plan.selfCopies.empty();
 }
 
 }  // namespace
@@ -235,6 +252,24 @@ Status launchComm(Comm* comm) {
     clearTasks(comm);
   }
   return status;
+}
+
+bool launchRepeat(Comm* comm, const CollTask& task, Status* status) {
+  std::lock_guard<std::mutex> lock(comm->execMutex);
+  if (comm->repeatChannel < 0 || !sameShape(task, comm->plannedTask)) return false;
+  std::vector<device::WorkItem>& items = comm->plan.channels[static_cast<size_t>(comm->repeatChannel)];
+  patchBuffers(&comm->plan, task);
+  const device::WaitFailureInfo failure =
+      device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),
+                             items.size(), comm->waitConfig);
+  if (failure.kind != device::WaitFailure::kNone) {
+    *status = describeWaitFailure(*comm, failure);
+    markFailed(comm, *status);
+    comm->repeatChannel = -1;
+  } else {
+    *status = okStatus();
+  }
+  return true;
 }
 
 Status launchComms(std::vector<Comm*> comms) {

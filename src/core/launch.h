@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/task.h"
 
 namespace weft::core {
 
@@ -15,6 +16,13 @@ struct Comm;
 Status launchComms(std::vector<Comm*> comms);
 // The same for one communicator (the common, ungrouped call).
 Status launchComm(Comm* comm);
+
+// The ungrouped repeat of the comm's last collective (same shape, any
+// buffers) when its plan runs on the calling thread alone: patches the
+// buffers in and runs it, skipping the general launch. Returns false, having
+// done nothing, when the call does not qualify (the caller launches it the
+// general way); otherwise true, with the outcome in *status.
+bool launchRepeat(Comm* comm, const CollTask& task, Status* status);
 
 // Drops queued tasks without running them (a group that failed early).
 void discardTasks(const std::vector<Comm*>& comms);

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -94,6 +97,66 @@ TEST_P(PlanReuse, RootAndCountChanges) {
   });
 }
 
+// A repeat outside a group runs the kept plan directly (launchRepeat), so
+// every other kind of launch in between must leave it right or drop it: a
+// different collective, a larger one on several channels, sends and
+// receives in a group, the same broadcast inside a group.
+TEST_P(PlanReuse, RepeatsAroundOtherLaunches) {
+  const auto [mode, nranks] = GetParam();
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    const int next = (ctx.rank + 1) % ctx.nranks;
+    const int prev = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+    std::vector<int> small(16);
+    std::vector<float> big(1 << 18);
+    std::vector<int> sendp(100);
+    std::vector<int> recvp(100);
+    auto broadcastSmall = [&](int iter, bool grouped) {
+      for (size_t i = 0; i < small.size(); ++i) small[i] = ctx.rank == 0 ? iter * 100 + static_cast<int>(i) : -1;
+      if (grouped) {
+        ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+      }
+      ASSERT_EQ(ncclBroadcast(small.data(), small.data(), small.size(), ncclInt32, 0, ctx.comm, nullptr), ncclSuccess);
+      if (grouped) {
+        ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+      }
+      for (size_t i = 0; i < small.size(); ++i)
+        ASSERT_EQ(small[i], iter * 100 + static_cast<int>(i)) << "iteration " << iter << " element " << i;
+    };
+    for (int iter = 0; iter < 4; ++iter) {
+      broadcastSmall(10 * iter, false);
+      broadcastSmall(10 * iter + 1, false);
+      switch (iter) {
+        case 0: {
+          for (size_t i = 0; i < big.size(); ++i) big[i] = input(iter, ctx.rank, i);
+          ASSERT_EQ(ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr),
+                    ncclSuccess);
+          for (size_t i = 0; i < big.size(); i += 997) ASSERT_EQ(big[i], expectedSum(iter, ctx.nranks, i, 1.0f));
+          break;
+        }
+        case 1: {
+          for (size_t i = 0; i < sendp.size(); ++i) sendp[i] = ctx.rank * 1000 + static_cast<int>(i);
+          ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+          ASSERT_EQ(ncclSend(sendp.data(), sendp.size(), ncclInt32, next, ctx.comm, nullptr), ncclSuccess);
+          ASSERT_EQ(ncclRecv(recvp.data(), recvp.size(), ncclInt32, prev, ctx.comm, nullptr), ncclSuccess);
+          ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+          for (size_t i = 0; i < recvp.size(); ++i) ASSERT_EQ(recvp[i], prev * 1000 + static_cast<int>(i));
+          break;
+        }
+        case 2: broadcastSmall(10 * iter + 2, true); break;
+        default: {
+          // Same count and type, another collective: a new shape.
+          for (size_t i = 0; i < small.size(); ++i) small[i] = ctx.rank + static_cast<int>(i);
+          ASSERT_EQ(ncclAllReduce(small.data(), small.data(), small.size(), ncclInt32, ncclSum, ctx.comm, nullptr),
+                    ncclSuccess);
+          const int rankSum = ctx.nranks * (ctx.nranks - 1) / 2;
+          for (size_t i = 0; i < small.size(); ++i) ASSERT_EQ(small[i], rankSum + ctx.nranks * static_cast<int>(i));
+        }
+      }
+      broadcastSmall(10 * iter + 3, false);
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, PlanReuse,
                          ::testing::Combine(::testing::Values(RankMode::kThreads, RankMode::kProcesses),
                                             ::testing::Values(2, 3)),
@@ -101,6 +164,40 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PlanReuse,
                            return std::string(modeName(std::get<0>(p.param))) + "_" +
                                   std::to_string(std::get<1>(p.param)) + "ranks";
                          });
+
+// A peer that stops calling while the others repeat a call: the repeat's
+// wait fails like any other, naming the peer, and the communicator stays
+// failed (no later repeat runs on it).
+TEST(PlanReuseFailure, RepeatWaitingOnASilentPeerFailsNamingIt) {
+  ScopedEnv timeout("WEFT_TIMEOUT", "1");
+  std::atomic<int> done{0};
+  runRanksRaw(RankMode::kThreads, 2, [&](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+    std::vector<int> v(64, 1);
+    for (int i = 0; i < 5; ++i)
+      ASSERT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    if (rank == 1) {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclRemoteError);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+    const std::string msg = ncclGetLastError(comm);
+    EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+    ncclResult_t async = ncclSuccess;
+    EXPECT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    EXPECT_NE(async, ncclSuccess);
+    // The same call again: refused at once with the recorded failure.
+    const auto t1 = std::chrono::steady_clock::now();
+    EXPECT_NE(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 0.5);
+    done = 1;
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+  });
+}
 
 }  // namespace
 }  // namespace weft::test
