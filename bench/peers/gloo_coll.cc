@@ -74,8 +74,8 @@ struct Bench {
       std::copy(work.begin() + static_cast<long>(count) * rank, work.begin() + static_cast<long>(count) * (rank + 1),
                 recv.begin());
     } else {
+      // In place, like MPI_Bcast: the root's output buffer holds the data.
       gloo::BroadcastOptions opts(ctx);
-      if (rank == 0) opts.setInput(send.data(), count);
       opts.setOutput(recv.data(), count);
       opts.setRoot(0);
       opts.setTag(tag++);
@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
     b.send.assign(std::max<size_t>(1, sendElems), 0);
     for (size_t i = 0; i < sendElems; ++i) b.send[i] = input(b.rank, i);
     b.recv.assign(std::max<size_t>(1, recvElems), 0);
+    if (b.coll == "broadcast" && b.rank == 0) std::copy(b.send.begin(), b.send.begin() + sendElems, b.recv.begin());
     b.work.assign(std::max<size_t>(1, sendElems), 0);
     bool ok = true;
     if (b.count > 0) {

@@ -39,12 +39,11 @@ bool sameShape(const CollTask& a, const CollTask& b) {
   return a.func == b.func && a.count == b.count && a.dtype == b.dtype && a.root == b.root && sameOp(a.op, b.op);
 }
 
-void patchBuffers(Plan* plan, const CollTask& task) {
-  for (auto& items : plan->channels)
-    for (device::WorkItem& item : items) {
-      item.coll.sendbuff = task.sendbuff;
-      item.coll.recvbuff = task.recvbuff;
-    }
+void patchBuffers(std::vector<device::WorkItem>* items, const CollTask& task) {
+  for (device::WorkItem& item : *items) {
+    item.coll.sendbuff = task.sendbuff;
+    item.coll.recvbuff = task.recvbuff;
+  }
 }
 
 // Plans the comm's queued tasks into comm->plan. A launch of one collective
@@ -54,7 +53,7 @@ void patchBuffers(Plan* plan, const CollTask& task) {
 Status planLaunch(Comm* comm) {
   const bool single = comm->collTasks.size() == 1 && comm->p2pTasks.empty();
   if (single && comm->planReusable && sameShape(comm->collTasks[0], comm->plannedTask)) {
-    patchBuffers(&comm->plan, comm->collTasks[0]);
+    for (auto& items : comm->plan.channels) patchBuffers(&items, comm->collTasks[0]);
     return okStatus();
   }
   comm->planReusable = false;
@@ -258,7 +257,7 @@ bool launchRepeat(Comm* comm, const CollTask& task, Status* status) {
   std::lock_guard<std::mutex> lock(comm->execMutex);
   if (comm->repeatChannel < 0 || !sameShape(task, comm->plannedTask)) return false;
   std::vector<device::WorkItem>& items = comm->plan.channels[static_cast<size_t>(comm->repeatChannel)];
-  patchBuffers(&comm->plan, task);
+  patchBuffers(&items, task);  // the plan's other channels are empty
   const device::WaitFailureInfo failure =
       device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),
                              items.size(), comm->waitConfig);
