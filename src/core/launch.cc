@@ -142,7 +142,15 @@ void markFailed(Comm* comm, const Status& status) {
   comm->asyncError.store(status.code());
 }
 
-bool repeatsAlone(const Comm& comm);
+// Whether the comm's plan, once run, can run again by itself with other
+// buffers: launchRepeat's condition. Besides the lone collective's one
+// channel (checked by the caller), nothing the general launch does per call
+// may be needed: no send/recv ends to bind, no network steps to post, no
+// self copies, no kernel.
+bool repeatsAlone(const Comm& comm) {
+  return comm.planReusable && comm.backend == weftBackendHost && !comm.proxy && comm.plan.p2p.empty() &&
+         comm.plan.selfCopies.empty();
+}
 
 // A launch's lists, kept per thread (one thread-local lookup per launch).
 struct LaunchScratch {
@@ -227,16 +235,6 @@ Status launchLocked(Comm* const* comms, size_t n) {
   return first;
 }
 
-// Whether the comm's plan, once run, can run again by itself with other
-// buffers: launchRepeat's condition. Besides the lone collective's one
-// channel (checked by the caller), nothing the general launch does per call
-// may be needed: no send/recv ends to bind, no network steps to post, no
-// self copies, no kernel.
-bool repeatsAlone(const Comm& comm) {
-  return comm.planReusable && comm.backend == weftBackendHost && !comm.proxy && comm.plan.p2p.empty() &&
-         comm.plan.selfCopies.empty();
-}
-
 }  // namespace
 
 void discardTasks(const std::vector<Comm*>& comms) {
@@ -255,7 +253,8 @@ Status launchComm(Comm* comm) {
 
 bool launchRepeat(Comm* comm, const CollTask& task, Status* status) {
   std::lock_guard<std::mutex> lock(comm->execMutex);
-  if (comm->repeatChannel < 0 || !sameShape(task, comm->plannedTask)) return false;
+  // A failed comm goes the general way, which reports its failure.
+  if (comm->repeatChannel < 0 || !comm->failure.ok() || !sameShape(task, comm->plannedTask)) return false;
   std::vector<device::WorkItem>& items = comm->plan.channels[static_cast<size_t>(comm->repeatChannel)];
   patchBuffers(&items, task);  // the plan's other channels are empty
   const device::WaitFailureInfo failure =
