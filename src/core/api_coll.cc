@@ -10,46 +10,73 @@
 using namespace weft::core;
 using weft::device::Func;
 
+namespace {
+
+// A collective call. The thread that holds the communicator's bias
+// (core/exec_lock.h) runs a repeat of its last call without the lock or
+// the API call count: on x86 no locked instruction at all, so the call's
+// stores to the peers' lines complete while the caller goes on. Anything
+// else, and any call that does not qualify, takes the general path.
+ncclResult_t collectiveCall(const char* api, ncclComm_t comm, const CollArgs& args) noexcept {
+  Comm* c = asComm(comm);
+  if (c != nullptr && c->magic == kCommMagic && c->execMutex.tryEnterBiased()) {
+    weft::Status status;
+    bool ran = false;
+    try {
+      ran = repeatBiased(c, args, &status);
+    } catch (...) {  // only a failure's message can throw (out of memory)
+      ran = true;
+      status = weft::Status(ncclSystemError, "out of host memory");
+    }
+    if (!ran) {
+      c->execMutex.leaveBiased();
+    } else if (status.ok()) {
+      c->execMutex.leaveBiased();
+      return ncclSuccess;
+    } else {
+      // Counted before leaving: an abort waiting for the section must not
+      // free the comm while its error is recorded.
+      const ApiCallScope scope(comm);
+      c->execMutex.leaveBiased();
+      return finishApiCall(api, comm, status);
+    }
+  }
+  return apiCall(api, comm, [&] { return enqueueColl(comm, args); });
+}
+
+}  // namespace
+
 WEFT_NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclAllReduce", comm, [&] {
-    return enqueueColl(comm, {Func::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, stream});
-  });
+  return collectiveCall("ncclAllReduce", comm, {Func::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, stream});
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclReduce", comm, [&] {
-    return enqueueColl(comm, {Func::kReduce, sendbuff, recvbuff, count, datatype, op, root, stream});
-  });
+  return collectiveCall("ncclReduce", comm, {Func::kReduce, sendbuff, recvbuff, count, datatype, op, root, stream});
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclBroadcast", comm, [&] {
-    return enqueueColl(comm, {Func::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, stream});
-  });
+  return collectiveCall("ncclBroadcast", comm,
+                        {Func::kBroadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, stream});
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
               cudaStream_t stream) {
-  return apiCall("ncclBcast", comm, [&] {
-    return enqueueColl(comm, {Func::kBroadcast, buff, buff, count, datatype, ncclSum, root, stream});
-  });
+  return collectiveCall("ncclBcast", comm, {Func::kBroadcast, buff, buff, count, datatype, ncclSum, root, stream});
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclAllGather", comm, [&] {
-    return enqueueColl(comm, {Func::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, stream});
-  });
+  return collectiveCall("ncclAllGather", comm,
+                        {Func::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, stream});
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclReduceScatter", comm, [&] {
-    return enqueueColl(comm, {Func::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, stream});
-  });
+  return collectiveCall("ncclReduceScatter", comm,
+                        {Func::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, stream});
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,

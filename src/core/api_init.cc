@@ -23,7 +23,7 @@ Status checkOut(const void* out, const char* name) {
 
 void markInitResult(Comm* comm, const Status& status) {
   if (status.ok()) return;
-  std::lock_guard<std::mutex> lock(comm->execMutex);
+  std::lock_guard<ExecLock> lock(comm->execMutex);
   comm->failure = status;
   comm->state.store(static_cast<int>(CommState::kFailed));
   comm->asyncError.store(status.code());
@@ -87,7 +87,7 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   Comm* comm = asComm(handle);
   if (abort) comm->abortFlag.store(1);
   if (comm->initThread.joinable()) comm->initThread.join();
-  { std::lock_guard<std::mutex> lock(comm->execMutex); }  // in-flight operations have returned
+  { std::lock_guard<ExecLock> lock(comm->execMutex); }  // in-flight operations have returned
   // ...and left the library (they may still be recording their error).
   while (comm->apiCalls.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   if (!abort) {
@@ -206,7 +206,7 @@ WEFT_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     // waited for here. Our FIFO memory outlives any peer still using it.
     WEFT_RETURN_IF_ERROR(cudaWaitIdle(c, false));
     WEFT_RETURN_IF_ERROR(cudaKernelFailure(*c));  // why they stopped, if they were stopped
-    std::lock_guard<std::mutex> lock(c->execMutex);
+    std::lock_guard<ExecLock> lock(c->execMutex);
     WEFT_RETURN_IF_ERROR(drainProxy(c));
     if (c->state.load() == static_cast<int>(CommState::kReady)) c->state.store(static_cast<int>(CommState::kFinalized));
     return weft::okStatus();

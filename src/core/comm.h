@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "core/bootstrap.h"
 #include "core/config.h"
+#include "core/exec_lock.h"
 #include "core/planner.h"
 #include "core/redop.h"
 #include "core/task.h"
@@ -148,7 +149,9 @@ struct Comm {
   std::atomic<uint32_t> netFailed{0};  // set by the proxy when the network fails
   uint64_t launchCount = 0;            // launches so far (proxy operation ids)
   std::unique_ptr<CudaState> cuda;
-  std::mutex execMutex;  // held while operations run; abort takes it to wait them out
+  // Held while operations run; abort takes it to wait them out. Biased to
+  // the calling thread: a repeat runs without taking it (exec_lock.h).
+  ExecLock execMutex;
 
   std::mutex errorMutex;
   std::string lastError;

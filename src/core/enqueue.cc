@@ -91,7 +91,7 @@ Status ensureUsable(ncclComm_t handle) {
   }
   switch (static_cast<CommState>(comm->state.load())) {
     case CommState::kFailed: {
-      std::lock_guard<std::mutex> lock(comm->execMutex);
+      std::lock_guard<ExecLock> lock(comm->execMutex);
       return comm->failure.ok() ? errorStatus(ncclInvalidUsage, "comm %p failed earlier", static_cast<void*>(comm))
                                 : comm->failure;
     }
@@ -116,7 +116,7 @@ Status enqueueColl(ncclComm_t handle, const CollArgs& a) {
   };
   Status checked = check();
   if (!checked.ok()) return recordInGroup(checked.withContext(funcName(a.func)));
-  CollTask task{a.func, a.sendbuff, a.recvbuff, a.count, a.datatype, ResolvedOp{}, a.root, a.stream};
+  CollTask task{a.func, a.sendbuff, a.recvbuff, a.count, a.datatype, ResolvedOp{}, a.root, a.stream, a.op};
   if (reduces(a.func)) {
     Result<ResolvedOp> op = comm->ops.resolve(a.op, a.datatype, comm->nranks);
     if (!op.ok()) return recordInGroup(op.status().withContext(funcName(a.func)));
@@ -132,6 +132,25 @@ Status enqueueColl(ncclComm_t handle, const CollArgs& a) {
   if (launchRepeat(comm, task, &repeated)) return repeated;
   comm->collTasks.push_back(task);
   return launchComm(comm);
+}
+
+bool repeatBiased(Comm* comm, const CollArgs& a, Status* status) {
+  // Exactly the planned call's arguments but the buffers: then every check
+  // enqueueColl makes passed for it already, but the buffers' own. A
+  // created op is left to the general path (its handle may have been
+  // destroyed and made again with another scalar), and so are buffers that
+  // could be device memory.
+  const CollTask& planned = comm->plannedTask;
+  if (comm->state.load() != static_cast<int>(CommState::kReady) || !repeatable(*comm) || inGroup() ||
+      planned.func != a.func || planned.count != a.count || planned.dtype != a.datatype || planned.root != a.root ||
+      planned.rawOp != a.op || a.op < 0 || a.op >= ncclNumOps || comm->gpusVisible)
+    return false;
+  const bool isRoot = comm->rank == a.root;
+  const bool needSend = a.func != device::Func::kBroadcast || isRoot;
+  const bool needRecv = a.func != device::Func::kReduce || isRoot;
+  if ((needSend && a.sendbuff == nullptr) || (needRecv && a.recvbuff == nullptr)) return false;
+  runRepeat(comm, a.sendbuff, a.recvbuff, status);
+  return true;
 }
 
 Status enqueueP2p(ncclComm_t handle, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer,

@@ -11,6 +11,8 @@
 
 namespace weft::core {
 
+struct Comm;
+
 struct CollArgs {
   device::Func func;
   const void* sendbuff;
@@ -23,6 +25,14 @@ struct CollArgs {
 };
 
 Status enqueueColl(ncclComm_t comm, const CollArgs& args);
+
+// The repeat of the comm's last collective by the thread that holds its
+// ExecLock's bias, inside the biased section (core/exec_lock.h): runs it
+// when the call qualifies (same arguments as the planned call but the
+// buffers, none of them null, outside a group, comm ready) and returns
+// true with the outcome in *status; otherwise does nothing and returns
+// false (the general path then checks and reports).
+bool repeatBiased(Comm* comm, const CollArgs& args, Status* status);
 Status enqueueP2p(ncclComm_t comm, bool isSend, const void* buff, size_t count, ncclDataType_t datatype, int peer,
                   cudaStream_t stream);
 

@@ -39,13 +39,6 @@ bool sameShape(const CollTask& a, const CollTask& b) {
   return a.func == b.func && a.count == b.count && a.dtype == b.dtype && a.root == b.root && sameOp(a.op, b.op);
 }
 
-void patchBuffers(std::vector<device::WorkItem>* items, const CollTask& task) {
-  for (device::WorkItem& item : *items) {
-    item.coll.sendbuff = task.sendbuff;
-    item.coll.recvbuff = task.recvbuff;
-  }
-}
-
 // Plans the comm's queued tasks into comm->plan. A launch of one collective
 // shaped like the last one (the common loop: same call, same or other
 // buffers) patches the buffers into the previous plan instead: the plan
@@ -53,7 +46,12 @@ void patchBuffers(std::vector<device::WorkItem>* items, const CollTask& task) {
 Status planLaunch(Comm* comm) {
   const bool single = comm->collTasks.size() == 1 && comm->p2pTasks.empty();
   if (single && comm->planReusable && sameShape(comm->collTasks[0], comm->plannedTask)) {
-    for (auto& items : comm->plan.channels) patchBuffers(&items, comm->collTasks[0]);
+    const CollTask& task = comm->collTasks[0];
+    for (auto& items : comm->plan.channels)
+      for (device::WorkItem& item : items) {
+        item.coll.sendbuff = task.sendbuff;
+        item.coll.recvbuff = task.recvbuff;
+      }
     return okStatus();
   }
   comm->planReusable = false;
@@ -231,7 +229,10 @@ Status launchLocked(Comm* const* comms, size_t n) {
     markFailed(units[u].comm, failed);
     if (first.ok()) first = failed;
   }
-  if (first.ok() && n == 1 && units.size() == 1 && repeatsAlone(*comms[0])) comms[0]->repeatChannel = units[0].channel;
+  if (first.ok() && n == 1 && units.size() == 1 && repeatsAlone(*comms[0])) {
+    comms[0]->repeatChannel = units[0].channel;
+    comms[0]->execMutex.biasToCaller();  // its repeats may now skip the lock (exec_lock.h)
+  }
   return first;
 }
 
@@ -244,7 +245,7 @@ void discardTasks(const std::vector<Comm*>& comms) {
 Status launchComm(Comm* comm) {
   Status status;
   {
-    std::lock_guard<std::mutex> lock(comm->execMutex);
+    std::lock_guard<ExecLock> lock(comm->execMutex);
     status = launchLocked(&comm, 1);
     clearTasks(comm);
   }
@@ -252,11 +253,23 @@ Status launchComm(Comm* comm) {
 }
 
 bool launchRepeat(Comm* comm, const CollTask& task, Status* status) {
-  std::lock_guard<std::mutex> lock(comm->execMutex);
+  std::lock_guard<ExecLock> lock(comm->execMutex);
+  if (!repeatable(*comm) || !sameShape(task, comm->plannedTask)) return false;
+  runRepeat(comm, task.sendbuff, task.recvbuff, status);
+  return true;
+}
+
+bool repeatable(const Comm& comm) {
   // A failed comm goes the general way, which reports its failure.
-  if (comm->repeatChannel < 0 || !comm->failure.ok() || !sameShape(task, comm->plannedTask)) return false;
+  return comm.repeatChannel >= 0 && comm.failure.ok();
+}
+
+void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status) {
   std::vector<device::WorkItem>& items = comm->plan.channels[static_cast<size_t>(comm->repeatChannel)];
-  patchBuffers(&items, task);  // the plan's other channels are empty
+  for (device::WorkItem& item : items) {  // the plan's other channels are empty
+    item.coll.sendbuff = sendbuff;
+    item.coll.recvbuff = recvbuff;
+  }
   const device::WaitFailureInfo failure =
       device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),
                              items.size(), comm->waitConfig);
@@ -267,7 +280,6 @@ bool launchRepeat(Comm* comm, const CollTask& task, Status* status) {
   } else {
     *status = okStatus();
   }
-  return true;
 }
 
 Status launchComms(std::vector<Comm*> comms) {
@@ -275,7 +287,7 @@ Status launchComms(std::vector<Comm*> comms) {
   std::sort(comms.begin(), comms.end());
   comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
   // Address order: two threads launching overlapping sets cannot deadlock.
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<ExecLock>> locks;
   locks.reserve(comms.size());
   for (Comm* comm : comms) locks.emplace_back(comm->execMutex);
   Status status = launchLocked(comms.data(), comms.size());

@@ -24,6 +24,13 @@ Status launchComm(Comm* comm);
 // general way); otherwise true, with the outcome in *status.
 bool launchRepeat(Comm* comm, const CollTask& task, Status* status);
 
+// The parts of launchRepeat, for a caller that already holds the comm
+// exclusively (its lock, or the biased section of exec_lock.h): whether
+// the comm's last plan can run as a repeat, and the run itself with new
+// buffers (the caller checked that the call has the plan's shape).
+bool repeatable(const Comm& comm);
+void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status);
+
 // Drops queued tasks without running them (a group that failed early).
 void discardTasks(const std::vector<Comm*>& comms);
 

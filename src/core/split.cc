@@ -27,7 +27,7 @@ Status splitComm(Comm* parent, int color, int key, const CommConfig& config, Com
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return errorStatus(ncclInvalidArgument, "color is %d, expected a value >= 0 or NCCL_SPLIT_NOCOLOR (%d)", color,
                        NCCL_SPLIT_NOCOLOR);
-  std::lock_guard<std::mutex> lock(parent->execMutex);
+  std::lock_guard<ExecLock> lock(parent->execMutex);
   if (!parent->failure.ok()) return parent->failure;
   Socket listen;
   if (color != NCCL_SPLIT_NOCOLOR) {

@@ -18,6 +18,7 @@ struct CollTask {
   ResolvedOp op;
   int root;
   cudaStream_t stream;
+  ncclRedOp_t rawOp = ncclSum;  // the op as the caller passed it (a repeat compares it)
 };
 
 struct P2pTask {

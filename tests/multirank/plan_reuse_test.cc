@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -157,6 +159,41 @@ TEST_P(PlanReuse, RepeatsAroundOtherLaunches) {
   });
 }
 
+// Two threads of each rank take turns on the rank's one communicator: a
+// repeat by the thread that last launched runs without the lock (its bias,
+// core/exec_lock.h); the other thread's call revokes the bias, runs under
+// the lock and takes the bias. Every call is checked, so a repeat that ran
+// while the other thread held the communicator shows as a wrong result.
+TEST_P(PlanReuse, TwoThreadsOfARankTakeTurns) {
+  const auto [mode, nranks] = GetParam();
+  runRanks(mode, nranks, [&](RankContext& ctx) {
+    constexpr int kCalls = 400;
+    std::mutex m;
+    std::condition_variable cv;
+    int turn = 0;  // the call to make next; thread t makes calls with (call / 3) % 2 == t
+    auto worker = [&](int t) {
+      std::vector<int> buf(32);
+      for (;;) {
+        std::unique_lock<std::mutex> lk(m);
+        cv.wait(lk, [&] { return turn >= kCalls || (turn / 3) % 2 == t; });
+        if (turn >= kCalls) return;
+        const int call = turn;
+        for (size_t i = 0; i < buf.size(); ++i) buf[i] = ctx.rank == 0 ? call * 1000 + static_cast<int>(i) : -1;
+        ASSERT_EQ(ncclBroadcast(buf.data(), buf.data(), buf.size(), ncclInt32, 0, ctx.comm, nullptr), ncclSuccess);
+        for (size_t i = 0; i < buf.size(); ++i)
+          ASSERT_EQ(buf[i], call * 1000 + static_cast<int>(i)) << "call " << call << " by thread " << t;
+        ++turn;
+        cv.notify_all();
+      }
+    };
+    std::thread a(worker, 0);
+    std::thread b(worker, 1);
+    a.join();
+    b.join();
+    EXPECT_EQ(turn, kCalls);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, PlanReuse,
                          ::testing::Combine(::testing::Values(RankMode::kThreads, RankMode::kProcesses),
                                             ::testing::Values(2, 3)),
@@ -196,6 +233,34 @@ TEST(PlanReuseFailure, RepeatWaitingOnASilentPeerFailsNamingIt) {
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 0.5);
     done = 1;
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+  });
+}
+
+// ncclCommAbort from another thread while a repeat is blocked on a silent
+// peer: the repeat (running without the lock, on its bias) sees the abort
+// flag and returns an error; abort waits for it and returns promptly.
+TEST(PlanReuseFailure, AbortFromAnotherThreadEndsABlockedRepeat) {
+  std::atomic<int> finished{0};
+  runRanksRaw(RankMode::kThreads, 2, [&](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+    std::vector<int> v(64, 1);
+    for (int i = 0; i < 5; ++i)
+      ASSERT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    if (rank == 1) {
+      while (!finished.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+      return;
+    }
+    std::atomic<ncclResult_t> rc{ncclSuccess};
+    std::thread blocked([&] { rc = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    blocked.join();
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+    EXPECT_NE(rc.load(), ncclSuccess);
+    finished = 1;
   });
 }
 
