@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -202,26 +203,42 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PlanReuse,
                                   std::to_string(std::get<1>(p.param)) + "ranks";
                          });
 
-// A peer that stops calling while the others repeat a call: the repeat's
-// wait fails like any other, naming the peer, and the communicator stays
-// failed (no later repeat runs on it).
-TEST(PlanReuseFailure, RepeatWaitingOnASilentPeerFailsNamingIt) {
-  ScopedEnv timeout("WEFT_TIMEOUT", "1");
+// Two ranks as threads. Rank 1 joins five AllReduces of 64 ints, then
+// stays silent until rank 0's body has returned, then aborts. Rank 0's body
+// gets its comm and that AllReduce as a function; it makes the first five
+// calls itself (on whichever thread it wants to hold the lock's bias).
+void withPeerSilentAfterFive(const std::function<void(ncclComm_t, const std::function<ncclResult_t()>&)>& body) {
   std::atomic<int> done{0};
   runRanksRaw(RankMode::kThreads, 2, [&](int rank, int nranks, const ncclUniqueId& id) {
     ncclComm_t comm = nullptr;
     ASSERT_EQ(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
     std::vector<int> v(64, 1);
-    for (int i = 0; i < 5; ++i)
-      ASSERT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    auto allreduce = [&] { return ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr); };
     if (rank == 1) {
+      for (int i = 0; i < 5; ++i) ASSERT_EQ(allreduce(), ncclSuccess);
       while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
       return;
     }
+    body(comm, allreduce);
+    done = 1;
+  });
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A peer that stops calling while the others repeat a call: the repeat's
+// wait fails like any other, naming the peer, and the communicator stays
+// failed (no later repeat runs on it).
+TEST(PlanReuseFailure, RepeatWaitingOnASilentPeerFailsNamingIt) {
+  ScopedEnv timeout("WEFT_TIMEOUT", "1");
+  withPeerSilentAfterFive([](ncclComm_t comm, const std::function<ncclResult_t()>& allreduce) {
+    for (int i = 0; i < 5; ++i) ASSERT_EQ(allreduce(), ncclSuccess);
     const auto t0 = std::chrono::steady_clock::now();
-    EXPECT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclRemoteError);
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+    EXPECT_EQ(allreduce(), ncclRemoteError);
+    EXPECT_LT(secondsSince(t0), 10.0);
     const std::string msg = ncclGetLastError(comm);
     EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
     ncclResult_t async = ncclSuccess;
@@ -229,38 +246,32 @@ TEST(PlanReuseFailure, RepeatWaitingOnASilentPeerFailsNamingIt) {
     EXPECT_NE(async, ncclSuccess);
     // The same call again: refused at once with the recorded failure.
     const auto t1 = std::chrono::steady_clock::now();
-    EXPECT_NE(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count(), 0.5);
-    done = 1;
+    EXPECT_NE(allreduce(), ncclSuccess);
+    EXPECT_LT(secondsSince(t1), 0.5);
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
   });
 }
 
 // ncclCommAbort from another thread while a repeat is blocked on a silent
-// peer: the repeat (running without the lock, on its bias) sees the abort
-// flag and returns an error; abort waits for it and returns promptly.
+// peer. The repeat's thread made the earlier calls too, so it holds the
+// lock's bias and runs the repeat without the lock: abort must still see
+// it, raise the flag, wait for it to return its error, and return promptly.
 TEST(PlanReuseFailure, AbortFromAnotherThreadEndsABlockedRepeat) {
-  std::atomic<int> finished{0};
-  runRanksRaw(RankMode::kThreads, 2, [&](int rank, int nranks, const ncclUniqueId& id) {
-    ncclComm_t comm = nullptr;
-    ASSERT_EQ(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
-    std::vector<int> v(64, 1);
-    for (int i = 0; i < 5; ++i)
-      ASSERT_EQ(ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
-    if (rank == 1) {
-      while (!finished.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-      return;
-    }
+  withPeerSilentAfterFive([](ncclComm_t comm, const std::function<ncclResult_t()>& allreduce) {
+    std::atomic<int> warmed{0};
     std::atomic<ncclResult_t> rc{ncclSuccess};
-    std::thread blocked([&] { rc = ncclAllReduce(v.data(), v.data(), v.size(), ncclInt32, ncclSum, comm, nullptr); });
+    std::thread caller([&] {
+      for (int i = 0; i < 5; ++i) ASSERT_EQ(allreduce(), ncclSuccess);
+      warmed = 1;
+      rc = allreduce();
+    });
+    while (!warmed.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
-    blocked.join();
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+    caller.join();
+    EXPECT_LT(secondsSince(t0), 5.0);
     EXPECT_NE(rc.load(), ncclSuccess);
-    finished = 1;
   });
 }
 
