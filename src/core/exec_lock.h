@@ -15,11 +15,12 @@
 // the bias first: it raises `revoked_`, makes every thread of the process
 // pass a memory barrier (common/asym_barrier.h), then waits until the
 // biased thread is outside. The two sides form a Dekker pair: the biased
-// thread stores inside_ then loads revoked_ with only a compiler barrier
-// between; the revoker stores revoked_, runs the process-wide barrier, then
-// loads inside_. The barrier puts the biased thread's store before its load
-// for the revoker, so either the biased thread sees the revocation and
-// backs out, or the revoker sees it inside and waits.
+// thread stores inside_ then loads revoked_ and owner_ with only a compiler
+// barrier between; the revoker stores revoked_ and owner_, runs the
+// process-wide barrier, then loads inside_. The barrier puts the biased
+// thread's store before its loads for the revoker, so either the biased
+// thread sees the revocation and backs out, or the revoker sees it inside
+// and waits.
 // A revoked bias stays revoked until its thread takes the lock again (its
 // next call goes the locked way and is granted the bias anew).
 //
@@ -44,10 +45,14 @@ class ExecLock {
   // The biased thread's section. False (nothing held) when the calling
   // thread does not hold the bias or it was revoked.
   bool tryEnterBiased() noexcept {
-    if (owner_.load(std::memory_order_relaxed) != self() || revoked_.load(std::memory_order_relaxed) != 0) return false;
+    if (!biasedToMe()) return false;
     inside_.store(1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the revoker's barrier orders it for the CPU
-    if (revoked_.load(std::memory_order_relaxed) != 0) {
+    // Both words again, not only revoked_: a thread stalled between its
+    // first two loads may resume after a revocation and after another
+    // thread took the bias (revoked_ back to 0); owner_ is then not this
+    // thread's any more, and only this thread could make it so again.
+    if (!biasedToMe()) {
       inside_.store(0, std::memory_order_release);
       return false;
     }
@@ -63,6 +68,9 @@ class ExecLock {
 
  private:
   static uintptr_t self() noexcept { return static_cast<uintptr_t>(pthread_self()); }
+  bool biasedToMe() const noexcept {
+    return owner_.load(std::memory_order_relaxed) == self() && revoked_.load(std::memory_order_relaxed) == 0;
+  }
 
   std::mutex mutex_;
   std::atomic<uintptr_t> owner_{0};   // the biased thread; 0: none (written under mutex_)
