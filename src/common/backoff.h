@@ -54,12 +54,15 @@ class Backoff {
 
 // Spin count when nothing else is known: long enough to cover a peer's step
 // on another core, short enough to give the core away quickly otherwise.
-// A pause is about 50 ns here, so 1000 polls are ~50 us. (20000 polls,
-// ~1 ms, made each call cost a whole spin whenever the scheduler put two
-// ranks of a 2-core machine on one core: 4 KiB AllReduce at 1.1 ms instead
-// of 1.3 us in 2 runs out of 10; yielding when the core is free costs
-// little more than a poll.)
-constexpr int kDefaultSpinCount = 1000;
+// A pause is about 50 ns here, so 100 polls are ~5 us; past them a wait
+// polls between sched_yield calls, which return at once when nothing else
+// wants the core. Measured on 2 cores, 2 ranks (weft-perf, 5 rounds):
+// with the machine quiet, 100 and 1000 give the same medians from 8 B to
+// 2 MiB (AllReduce and Broadcast); with two busy processes competing for
+// the cores, 1000 made every hand-off cost the whole spin (8 B AllReduce
+// 57.6 us, 256 KiB 107 us) where 100 costs 4.9 and 58 us. (20000 polls,
+// ~1 ms, once made 4 KiB AllReduce take 1.1 ms in 2 runs out of 10.)
+constexpr int kDefaultSpinCount = 100;
 // When ranks outnumber cores the peer we wait for may need our core: give it
 // away at once (measured, 4 ranks on 2 cores, 8-byte AllReduce: 5 us with no
 // spinning, 15 us after 200 pauses, 112 us after 2000).
