@@ -54,14 +54,18 @@ Status checkRank(const char* name, int value, int nranks) {
   return okStatus();
 }
 
-// Which buffers a rank must pass: roots of Broadcast need only sendbuff
-// meaningfully; Reduce reads recvbuff only at the root.
+// Which buffers a rank must pass: only the root of a Broadcast reads
+// sendbuff; Reduce writes recvbuff only at the root.
+bool needsSendbuff(const Comm& comm, const CollArgs& a) {
+  return a.func != device::Func::kBroadcast || comm.rank == a.root;
+}
+bool needsRecvbuff(const Comm& comm, const CollArgs& a) {
+  return a.func != device::Func::kReduce || comm.rank == a.root;
+}
+
 Status checkCollBuffers(const Comm& comm, const CollArgs& a) {
-  const bool isRoot = comm.rank == a.root;
-  const bool needSend = a.func != device::Func::kBroadcast || isRoot;
-  const bool needRecv = a.func != device::Func::kReduce || isRoot;
-  if (needSend) WEFT_RETURN_IF_ERROR(checkBuffer(comm, "sendbuff", a.sendbuff, a.count));
-  if (needRecv) WEFT_RETURN_IF_ERROR(checkBuffer(comm, "recvbuff", a.recvbuff, a.count));
+  if (needsSendbuff(comm, a)) WEFT_RETURN_IF_ERROR(checkBuffer(comm, "sendbuff", a.sendbuff, a.count));
+  if (needsRecvbuff(comm, a)) WEFT_RETURN_IF_ERROR(checkBuffer(comm, "recvbuff", a.recvbuff, a.count));
   return okStatus();
 }
 
@@ -145,10 +149,8 @@ bool repeatBiased(Comm* comm, const CollArgs& a, Status* status) {
       planned.func != a.func || planned.count != a.count || planned.dtype != a.datatype || planned.root != a.root ||
       planned.rawOp != a.op || a.op < 0 || a.op >= ncclNumOps || comm->gpusVisible)
     return false;
-  const bool isRoot = comm->rank == a.root;
-  const bool needSend = a.func != device::Func::kBroadcast || isRoot;
-  const bool needRecv = a.func != device::Func::kReduce || isRoot;
-  if ((needSend && a.sendbuff == nullptr) || (needRecv && a.recvbuff == nullptr)) return false;
+  if ((needsSendbuff(*comm, a) && a.sendbuff == nullptr) || (needsRecvbuff(*comm, a) && a.recvbuff == nullptr))
+    return false;
   runRepeat(comm, a.sendbuff, a.recvbuff, status);
   return true;
 }
