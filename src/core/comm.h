@@ -129,7 +129,7 @@ struct Comm {
   // When `plan` is that lone collective on one channel of the host backend,
   // needing nothing but the run itself (no connection, network step, worker
   // or self copy), its channel: a repeat runs it directly
-  // (launchRepeat). -1 otherwise. Guarded by execMutex.
+  // (launchColl). -1 otherwise. Guarded by execMutex.
   int repeatChannel = -1;
   std::atomic<int> apiCalls{0};  // API calls inside the library on this comm (ApiCallScope)
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};

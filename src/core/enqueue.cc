@@ -44,7 +44,6 @@ Status checkBuffer(const Comm& comm, const char* name, const void* buff, size_t 
   if (count == 0) return okStatus();
   if (buff == nullptr)
     return errorStatus(ncclInvalidArgument, "%s is NULL with count %zu, expected a buffer", name, count);
-  if (!comm.gpusVisible) return okStatus();  // checkBufferKind's own shortcut, without the call
   return checkBufferKind(comm, name, buff);
 }
 
@@ -132,10 +131,7 @@ Status enqueueColl(ncclComm_t handle, const CollArgs& a) {
     groupAddComm(comm);
     return okStatus();
   }
-  Status repeated;
-  if (launchRepeat(comm, task, &repeated)) return repeated;
-  comm->collTasks.push_back(task);
-  return launchComm(comm);
+  return launchColl(comm, task);
 }
 
 bool repeatBiased(Comm* comm, const CollArgs& a, Status* status) {

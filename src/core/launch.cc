@@ -141,7 +141,7 @@ void markFailed(Comm* comm, const Status& status) {
 }
 
 // Whether the comm's plan, once run, can run again by itself with other
-// buffers: launchRepeat's condition. Besides the lone collective's one
+// buffers: the repeat's condition (launchColl, runRepeat). Besides the lone collective's one
 // channel (checked by the caller), nothing the general launch does per call
 // may be needed: no send/recv ends to bind, no network steps to post, no
 // self copies, no kernel.
@@ -252,11 +252,17 @@ Status launchComm(Comm* comm) {
   return status;
 }
 
-bool launchRepeat(Comm* comm, const CollTask& task, Status* status) {
+Status launchColl(Comm* comm, const CollTask& task) {
   std::lock_guard<ExecLock> lock(comm->execMutex);
-  if (!repeatable(*comm) || !sameShape(task, comm->plannedTask)) return false;
-  runRepeat(comm, task.sendbuff, task.recvbuff, status);
-  return true;
+  Status status;
+  if (repeatable(*comm) && sameShape(task, comm->plannedTask)) {
+    runRepeat(comm, task.sendbuff, task.recvbuff, &status);
+    return status;
+  }
+  comm->collTasks.push_back(task);
+  status = launchLocked(&comm, 1);
+  clearTasks(comm);
+  return status;
 }
 
 bool repeatable(const Comm& comm) {

@@ -17,17 +17,16 @@ Status launchComms(std::vector<Comm*> comms);
 // The same for one communicator (the common, ungrouped call).
 Status launchComm(Comm* comm);
 
-// The ungrouped repeat of the comm's last collective (same shape, any
-// buffers) when its plan runs on the calling thread alone: patches the
-// buffers in and runs it, skipping the general launch. Returns false, having
-// done nothing, when the call does not qualify (the caller launches it the
-// general way); otherwise true, with the outcome in *status.
-bool launchRepeat(Comm* comm, const CollTask& task, Status* status);
+// One ungrouped collective, under one take of the lock. A repeat of the
+// comm's last collective (same shape, any buffers) whose plan runs on the
+// calling thread alone has its buffers patched in and runs at once,
+// skipping the general launch; anything else is queued and launched.
+Status launchColl(Comm* comm, const CollTask& task);
 
-// The parts of launchRepeat, for a caller that already holds the comm
-// exclusively (its lock, or the biased section of exec_lock.h): whether
-// the comm's last plan can run as a repeat, and the run itself with new
-// buffers (the caller checked that the call has the plan's shape).
+// The repeat's parts, for a caller that already holds the comm exclusively
+// (its lock, or the biased section of exec_lock.h): whether the comm's last
+// plan can run as a repeat, and the run itself with new buffers (the caller
+// checked that the call has the plan's shape).
 bool repeatable(const Comm& comm);
 void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status);
 

@@ -100,7 +100,7 @@ TEST_P(PlanReuse, RootAndCountChanges) {
   });
 }
 
-// A repeat outside a group runs the kept plan directly (launchRepeat), so
+// A repeat outside a group runs the kept plan directly (launchColl), so
 // every other kind of launch in between must leave it right or drop it: a
 // different collective, a larger one on several channels, sends and
 // receives in a group, the same broadcast inside a group.
