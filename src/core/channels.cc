@@ -10,6 +10,7 @@
 #include "core/comm.h"
 #include "core/connect.h"
 #include "core/topology.h"
+#include "graph/channel_budget.h"
 #include "graph/graph_file.h"
 #include "graph/plan.h"
 #include "graph/rings.h"
@@ -72,9 +73,20 @@ std::vector<std::vector<int>> ranksOfLocal(const CommTopology& topo, const graph
   return out;
 }
 
+Result<graph::SearchOptions> searchOptions() {
+  const int64_t crossNic = param::crossNic();
+  if (crossNic < 0 || crossNic > 2)
+    return errorStatus(ncclInvalidArgument, "NCCL_CROSS_NIC=%lld is not valid: expected 0, 1 or 2",
+                       static_cast<long long>(crossNic));
+  graph::SearchOptions o;
+  o.crossNic = static_cast<int>(crossNic);
+  return o;
+}
+
 Result<graph::RingSearch> searchNode(const graph::Topology& model, int channels) {
   const std::string file = param::graphFile();
-  if (file.empty()) return graph::searchRings(model, channels);
+  WEFT_ASSIGN_OR_RETURN(graph::SearchOptions options, searchOptions());
+  if (file.empty()) return graph::searchRings(model, channels, options);
   WEFT_ASSIGN_OR_RETURN(graph::ImposedGraphs imposed, graph::loadGraphFile(file, model));
   WEFT_INFO(log::kGraph, "NCCL_GRAPH_FILE %s: %zu ring and %zu tree channels", file.c_str(), imposed.rings.size(),
             imposed.trees.size());
@@ -127,9 +139,38 @@ void dumpGraphs(const Comm& comm, const graph::Topology& model, const graph::Rin
   if (!s.ok()) WEFT_WARN("NCCL_GRAPH_DUMP_FILE: %s", s.message().c_str());
 }
 
+// GPUs: as many channels as the node's links need (channel_budget.h), the
+// fewest any node asks for, within NCCL_MIN/MAX_NCHANNELS (folded into
+// minChannels and the channel count already). The host backend's channels
+// are threads: their count follows the cores (init.cc), not the links.
+Status sizeChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, const graph::Topology& model) {
+  if (comm->backend != weftBackendCuda || !param::graphFile().empty()) return okStatus();
+  WEFT_ASSIGN_OR_RETURN(graph::SearchOptions options, searchOptions());
+  const graph::RingSearch probe = graph::searchRings(model, 1, options);
+  const int maxChannels = static_cast<int>(comm->channels.size());
+  const graph::ChannelBudget b =
+      graph::channelBudget(model, probe, static_cast<int>(nodes.size()), comm->minChannels, maxChannels);
+  std::vector<int32_t> wanted(static_cast<size_t>(comm->nranks));
+  wanted[static_cast<size_t>(comm->rank)] = b.channels;
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(wanted.data(), sizeof(int32_t)));
+  const int agreed = std::clamp(*std::min_element(wanted.begin(), wanted.end()), 1, maxChannels);
+  graph::PathType interType = probe.worstType;
+  if (nodes.size() > 1 && !probe.netIn.empty() && probe.netIn[0] >= 0 && !probe.rings[0].empty())
+    interType = model.path(probe.netIn[0], model.nodesOf(graph::NodeType::kGpu)[probe.rings[0][0]]).type;
+  WEFT_INFO(log::kGraph, "Pattern 4, crossNic %d, nChannels %d, bw %f/%f, type %s/%s, sameChannels 0", options.crossNic,
+            b.searchChannels, b.bwIntra, b.bwInter, graph::pathTypeName(probe.worstType),
+            graph::pathTypeName(interType));
+  WEFT_INFO(log::kInit, "%d coll channels (this node's links: %d at %.1f GB/s of %.1f GB/s; min %d, max %d)", agreed,
+            b.wanted, b.bwIntra, b.capacity, comm->minChannels, maxChannels);
+  comm->channels.resize(static_cast<size_t>(agreed));
+  comm->minChannels = std::min(comm->minChannels, agreed);
+  return okStatus();
+}
+
 Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, const std::vector<int>& myNode) {
-  const size_t nch = comm->channels.size();
   WEFT_ASSIGN_OR_RETURN(graph::Topology model, nodeModel(*comm->topology, myNode));
+  WEFT_RETURN_IF_ERROR(sizeChannels(comm, nodes, model));
+  const size_t nch = comm->channels.size();
   WEFT_ASSIGN_OR_RETURN(graph::RingSearch search, searchNode(model, static_cast<int>(nch)));
   const graph::HostChannels mine = graph::hostChannels(search, ranksOfLocal(*comm->topology, model, myNode));
   for (const auto& ring : mine.rings)

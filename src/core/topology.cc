@@ -29,22 +29,49 @@ std::vector<int> ranksOnMyHost(const Comm& comm) {
   return out;
 }
 
-// This rank's view of its host: NCCL_TOPO_FILE, or detection of its GPU.
-Result<std::unique_ptr<graph::XmlNode>> localView(const Comm& comm, std::string* source) {
-  const std::string file = param::topoFile();
-  if (!file.empty()) {
-    *source = "NCCL_TOPO_FILE=" + file;
-    return graph::readXmlFile(file);
-  }
+// NCCL_TOPO_FILE, read and checked on its own, so that an error names the
+// file's own lines (the model is built later from merged views).
+Result<std::unique_ptr<graph::XmlNode>> readTopoFile(const std::string& file) {
+  auto xml = graph::readXmlFile(file);
+  if (!xml.ok()) return errorStatus(ncclInvalidArgument, "NCCL_TOPO_FILE=%s", xml.status().message().c_str());
+  auto model = graph::topologyFromXml(*xml.value());
+  if (!model.ok())
+    return errorStatus(ncclInvalidArgument, "NCCL_TOPO_FILE=%s: %s", file.c_str(), model.status().message().c_str());
+  return xml;
+}
+
+Result<graph::DetectResult> detectMine(const Comm& comm) {
   graph::DetectOptions options;
   options.cudaDevices = {comm.cudaDev};
   options.rank = comm.rank;
   for (const NetInterface& i : findInterfaces(param::socketIfname(), param::socketFamily()))
     options.netInterfaces.push_back(i.name);
-  WEFT_ASSIGN_OR_RETURN(graph::DetectResult detected, graph::detectSystem(options));
-  *source = "detected (" + detected.machineSource + ")";
-  if (!detected.notes.empty()) WEFT_INFO(log::kGraph, "topology detection: %s", detected.notes.c_str());
-  return std::move(detected.xml);
+  return graph::detectSystem(options);
+}
+
+// This rank's view of its host: detection of its GPU, merged into
+// NCCL_TOPO_FILE when one is given (the file supplies the PCI tree and link
+// speeds, detection the GPU and NICs the file does not describe, matched by
+// bus id; see mergeTopologyFile).
+Result<std::unique_ptr<graph::XmlNode>> localView(const Comm& comm, std::string* source) {
+  const std::string file = param::topoFile();
+  auto detected = detectMine(comm);
+  if (detected.ok() && !detected.value().notes.empty())
+    WEFT_INFO(log::kGraph, "topology detection: %s", detected.value().notes.c_str());
+  if (file.empty()) {
+    if (!detected.ok()) return detected.status();
+    *source = "detected (" + detected.value().machineSource + ")";
+    return std::move(detected.value().xml);
+  }
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<graph::XmlNode> fromFile, readTopoFile(file));
+  if (!detected.ok()) {
+    WEFT_INFO(log::kGraph, "NCCL_TOPO_FILE=%s used alone: detection failed (%s)", file.c_str(),
+              detected.status().message().c_str());
+    *source = "NCCL_TOPO_FILE=" + file;
+    return fromFile;
+  }
+  *source = "NCCL_TOPO_FILE=" + file + " merged with detection";
+  return graph::mergeTopologyFile(*fromFile, detected.value().xml.get());
 }
 
 Status sendText(Comm* comm, int peer, int sizeTag, int tag, const std::string& text) {
@@ -139,10 +166,15 @@ Result<std::shared_ptr<CommTopology>> hostTopology(Comm* comm, const std::vector
     // between processes gives one model (or one clear error), not plans
     // that disagree.
     t->source = "NCCL_TOPO_FILE=" + file;
-    WEFT_ASSIGN_OR_RETURN(std::unique_ptr<graph::XmlNode> fused, fusedHostView(comm, graph::readXmlFile(file)));
+    WEFT_ASSIGN_OR_RETURN(std::unique_ptr<graph::XmlNode> fused, fusedHostView(comm, readTopoFile(file)));
     WEFT_ASSIGN_OR_RETURN(t->model, graph::topologyFromXml(*fused));
   }
   const std::vector<int> gpus = t->model.nodesOf(graph::NodeType::kGpu);
+  if (gpus.empty() && !nodeRanks.empty())
+    return errorStatus(ncclInvalidUsage,
+                       "NCCL_TOPO_FILE=%s has no <gpu> element (a file that holds only the PCI tree is merged with the "
+                       "GPUs the cuda backend detects; the host backend has none to merge it with)",
+                       file.c_str());
   if (gpus.size() != nodeRanks.size())
     return errorStatus(ncclInvalidUsage,
                        "NCCL_TOPO_FILE=%s has %zu GPUs but rank %d's node has %zu ranks; on the host backend the "

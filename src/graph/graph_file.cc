@@ -70,25 +70,26 @@ void addChannel(XmlNode* graph, const Topology& host, const std::vector<int>& or
   if (netOut >= 0) ch->add("net")->set("dev", std::to_string(host.node(netOut).dev));
 }
 
-XmlNode* addGraph(XmlNode* root, int id, int pattern, const Topology& host, const RingSearch& s) {
+XmlNode* addGraph(XmlNode* root, int id, int pattern, const Topology& host, const RingSearch& s, size_t channels,
+                  const ChannelBudget* budget) {
   const std::vector<int> gpus = host.nodesOf(NodeType::kGpu);
-  double netBw = s.bwPerChannel;
+  double netBw = budget ? budget->bwInter : s.bwPerChannel;
   PathType netType = PathType::kPix;  // NCCL's floor for the inter-host class
   bool crossNic = false, same = true;
-  for (size_t c = 0; c < s.rings.size(); ++c) {
+  for (size_t c = 0; c < channels; ++c) {
     crossNic = crossNic || s.netIn[c] != s.netOut[c];
     same = same && s.rings[c] == s.rings[0];
     if (s.netIn[c] < 0 || s.rings[c].empty()) continue;
     const Path& in = host.path(s.netIn[c], gpus[static_cast<size_t>(s.rings[c].front())]);
-    netBw = std::min(netBw, in.bw);
+    if (!budget) netBw = std::min(netBw, in.bw);
     netType = std::max(netType, in.type);
   }
   XmlNode* g = root->add("graph");
   g->set("id", std::to_string(id));
   g->set("pattern", std::to_string(pattern));
   g->set("crossnic", crossNic ? "1" : "0");
-  g->set("nchannels", std::to_string(s.rings.size()));
-  g->set("speedintra", number(s.bwPerChannel));
+  g->set("nchannels", std::to_string(channels));
+  g->set("speedintra", number(budget ? budget->bwIntra : s.bwPerChannel));
   g->set("speedinter", number(netBw));
   g->set("latencyinter", "0");
   g->set("typeintra", pathTypeName(s.worstType));
@@ -133,14 +134,16 @@ Result<ImposedGraphs> loadGraphFile(const std::string& path, const Topology& hos
   return graphs;
 }
 
-std::unique_ptr<XmlNode> graphsToXml(const Topology& host, const RingSearch& s) {
+std::unique_ptr<XmlNode> graphsToXml(const Topology& host, const RingSearch& s, const ChannelBudget* budget) {
   auto root = std::make_unique<XmlNode>();
   root->name = "graphs";
   root->set("version", "1");
-  XmlNode* rings = addGraph(root.get(), kRingGraphId, kPatternRing, host, s);
-  for (size_t c = 0; c < s.rings.size(); ++c) addChannel(rings, host, s.rings[c], s.netIn[c], s.netOut[c]);
-  XmlNode* trees = addGraph(root.get(), kTreeGraphId, kPatternTree, host, s);
-  for (size_t c = 0; c < s.chains.size(); ++c) addChannel(trees, host, s.chains[c], s.netIn[c], s.netIn[c]);
+  const size_t channels =
+      budget ? std::min(s.rings.size(), static_cast<size_t>(std::max(1, budget->searchChannels))) : s.rings.size();
+  XmlNode* rings = addGraph(root.get(), kRingGraphId, kPatternRing, host, s, channels, budget);
+  for (size_t c = 0; c < channels; ++c) addChannel(rings, host, s.rings[c], s.netIn[c], s.netOut[c]);
+  XmlNode* trees = addGraph(root.get(), kTreeGraphId, kPatternTree, host, s, channels, budget);
+  for (size_t c = 0; c < channels; ++c) addChannel(trees, host, s.chains[c], s.netIn[c], s.netIn[c]);
   return root;
 }
 

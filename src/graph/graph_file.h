@@ -19,6 +19,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "graph/channel_budget.h"
 #include "graph/search.h"
 #include "graph/xml.h"
 
@@ -34,7 +35,11 @@ Result<ImposedGraphs> graphsFromXml(const XmlNode& graphs, const Topology& host)
 Result<ImposedGraphs> loadGraphFile(const std::string& path, const Topology& host);
 
 // The searched rings and chains of `host` as a <graphs> document; GPUs carry
-// their dev and, when set, their rank.
-std::unique_ptr<XmlNode> graphsToXml(const Topology& host, const RingSearch& search);
+// their dev and, when set, their rank. With a budget, as NCCL writes its
+// graphs: the ring graph's search channels (the first `searchChannels`
+// rings) at its per-channel speeds; without, every ring at the rings'
+// bottleneck bandwidth.
+std::unique_ptr<XmlNode> graphsToXml(const Topology& host, const RingSearch& search,
+                                     const ChannelBudget* budget = nullptr);
 
 }  // namespace weft::graph

@@ -1,6 +1,7 @@
 #include "graph/plan.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace weft::graph {
 
@@ -55,6 +56,64 @@ ChannelPlan buildChannelPlan(const RingSearch& intra, int gpusPerHost, int nnode
   plan.ranksPerNode = gpusPerHost;
   plan.intra = intra;
   return plan;
+}
+
+namespace {
+
+bool numbersGpus(const std::vector<int>& v) {
+  std::vector<int> sorted = v;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i)
+    if (sorted[i] != static_cast<int>(i)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<int> localRanks(const Topology& host) {
+  const std::vector<int> gpus = host.nodesOf(NodeType::kGpu);
+  std::vector<int> ranks, devs, order;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    ranks.push_back(host.node(gpus[i]).rank);
+    devs.push_back(host.node(gpus[i]).dev);
+    order.push_back(static_cast<int>(i));
+  }
+  return numbersGpus(ranks) ? ranks : numbersGpus(devs) ? devs : order;
+}
+
+ChannelPlan buildChannelPlan(const RingSearch& intra, const std::vector<int>& local, int nnodes) {
+  const int perHost = static_cast<int>(local.size());
+  std::vector<HostChannels> hosts;
+  std::vector<std::vector<int>> ranksOfLocal(local.size(), std::vector<int>(1));
+  for (int node = 0; node < nnodes; ++node) {
+    for (size_t l = 0; l < local.size(); ++l) ranksOfLocal[l][0] = node * perHost + local[l];
+    hosts.push_back(hostChannels(intra, ranksOfLocal));
+  }
+  ChannelPlan plan = joinHosts(hosts, nnodes * perHost);
+  plan.ranksPerNode = perHost;
+  plan.intra = intra;
+  return plan;
+}
+
+std::string channelLine(size_t channel, size_t channels, const std::vector<int>& ring) {
+  char head[32];
+  std::snprintf(head, sizeof(head), "Channel %02zu/%02zu :", channel, channels);
+  std::string s = head;
+  for (int r : ring) s += " " + std::to_string(r);
+  return s;
+}
+
+std::string treesLine(const ChannelPlan& plan, int rank) {
+  std::string s = "Trees";
+  for (size_t c = 0; c < plan.trees.size(); ++c) {
+    const RankTree& t = plan.trees[c];
+    const std::vector<int>& down = t.down[static_cast<size_t>(rank)];
+    auto child = [&](size_t i) { return i < down.size() ? down[i] : -1; };
+    s += " [" + std::to_string(c) + "] " + std::to_string(child(0)) + "/" + std::to_string(child(1)) + "/" +
+         std::to_string(child(2)) + "->" + std::to_string(rank) + "->" +
+         std::to_string(t.up[static_cast<size_t>(rank)]);
+  }
+  return s;
 }
 
 ChannelPlan buildChannelPlan(const Topology& host, int nnodes, int channels) {

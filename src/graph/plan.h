@@ -9,6 +9,7 @@
 // (weft-topo --nodes N).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "graph/search.h"
@@ -40,5 +41,19 @@ ChannelPlan joinHosts(const std::vector<HostChannels>& hosts, int nranks);
 // N identical hosts: rank = host * GPUs-per-host + local GPU index.
 ChannelPlan buildChannelPlan(const Topology& host, int nnodes, int channels);
 ChannelPlan buildChannelPlan(const RingSearch& intra, int gpusPerHost, int nnodes);
+
+// The rank of each local GPU of a host described by a file: the GPUs' rank
+// attributes when they number the GPUs 0..n-1, else their dev attributes
+// when those do, else the GPUs' order in the file. With `nnodes` identical
+// hosts, host h's GPU i has rank h * n + localRanks[i].
+std::vector<int> localRanks(const Topology& host);
+
+// Identical hosts whose GPUs have the ranks `local` gives (localRanks).
+ChannelPlan buildChannelPlan(const RingSearch& intra, const std::vector<int>& local, int nnodes);
+
+// NCCL's log forms: "Channel 03/08 : 0 1 2 3" (a ring in ranks) and, for
+// one rank, "Trees [0] 1/-1/-1->0->-1 [1] ..." (children/parent per channel).
+std::string channelLine(size_t channel, size_t channels, const std::vector<int>& ring);
+std::string treesLine(const ChannelPlan& plan, int rank);
 
 }  // namespace weft::graph

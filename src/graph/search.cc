@@ -57,8 +57,9 @@ double ringBandwidth(const HostView& h, const std::vector<int>& ring) {
 // NVLink Hamiltonian cycles from GPU 0 (bounded DFS).
 std::vector<std::vector<int>> nvlinkCycles(const HostView& h, long* steps) {
   const int g = h.size();
-  auto nvl = [&](int a, int b) { return h.path(a, b).type == PathType::kNvl; };
   std::vector<std::vector<int>> cycles;
+  if (g < 2) return cycles;  // no GPU (a file of the PCI tree alone), or one: no NVLink cycle
+  auto nvl = [&](int a, int b) { return h.path(a, b).type == PathType::kNvl; };
   std::vector<int> order{0};
   std::vector<char> used(static_cast<size_t>(g), 0);
   used[0] = 1;
@@ -77,7 +78,7 @@ std::vector<std::vector<int>> nvlinkCycles(const HostView& h, long* steps) {
       used[static_cast<size_t>(next)] = 0;
     }
   };
-  if (g > 1) dfs();
+  dfs();
   return cycles;
 }
 
@@ -97,23 +98,40 @@ std::vector<int> socketOrder(const HostView& h) {
 // start at `rotation`, entering through netIn, leaving through netOut.
 struct Opening {
   int base = 0, rotation = 0;
-  int misses = 0;  // ends of the ring not at the host's best class to a NET (0..2)
+  int misses = 0;    // ends of the ring not at the host's best class to their NET (0..2)
+  bool pxn = false;  // the last GPU reaches netOut through an NVLink peer
   int netIn = -1, netOut = -1;
 };
 
+bool nearNet(const HostView& h, int local, int netPos) {
+  const auto& near = h.nearNets[static_cast<size_t>(local)];
+  return h.netType[static_cast<size_t>(local)] == h.hostBest &&
+         std::find(near.begin(), near.end(), netPos) != near.end();
+}
+
+// The last GPU reaches the NET through an NVLink peer that is next to it.
+bool viaNvlinkPeer(const HostView& h, int local, int netPos) {
+  for (int g = 0; g < h.size(); ++g)
+    if (g != local && h.path(local, g).type == PathType::kNvl && nearNet(h, g, netPos)) return true;
+  return false;
+}
+
 // Chooses each channel's opening among every base cycle and rotation. Key,
-// most important first: the fewest ring ends away from a NIC; one NIC in and
-// out (the channel stays on one rail between hosts); the least used entry
-// and exit NICs (channels spread over equally close NICs); the least used
-// base cycle (channels alternate cycles and directions, spreading the load
-// over links); then the lowest base and rotation (determinism).
+// most important first: the fewest ring ends away from their NIC; one NIC
+// in and out (the rail); the last GPU next to the NIC rather than through a
+// peer; the least used entry and exit NICs (channels spread over equally
+// close NICs); the least used base cycle (channels alternate cycles and
+// directions, spreading the load over links); then the lowest base and
+// rotation (determinism).
 class Opener {
  public:
-  Opener(const HostView& h, size_t bases)
-      : h_(h), usedIn_(h.nets.size(), 0), usedOut_(h.nets.size(), 0), usedBase_(bases, 0) {}
+  Opener(const HostView& h, size_t bases, int crossNic)
+      : h_(h), crossNic_(crossNic), usedIn_(h.nets.size(), 0), usedOut_(h.nets.size(), 0), usedBase_(bases, 0) {}
 
-  std::tuple<int, bool, int, int, int, int, int> key(const Opening& o) const {
-    return std::make_tuple(o.misses, o.netIn != o.netOut, o.netIn < 0 ? 0 : usedIn_[static_cast<size_t>(o.netIn)],
+  std::tuple<int, bool, bool, int, int, int, int, int> key(const Opening& o) const {
+    // NCCL_CROSS_NIC=1: leaving by another NIC is as good as by the same one.
+    return std::make_tuple(o.misses, crossNic_ != 1 && o.netIn != o.netOut, o.pxn,
+                           o.netIn < 0 ? 0 : usedIn_[static_cast<size_t>(o.netIn)],
                            o.netOut < 0 ? 0 : usedOut_[static_cast<size_t>(o.netOut)],
                            usedBase_[static_cast<size_t>(o.base)], o.base, o.rotation);
   }
@@ -122,12 +140,14 @@ class Opener {
     Opening best;
     bool first = true;
     for (size_t b = 0; b < bases.size(); ++b)
-      for (int r = 0; r < static_cast<int>(bases[b].size()); ++r) {
-        Opening o = at(bases[b], r);
-        o.base = static_cast<int>(b);
-        if (first || key(o) < key(best)) best = o;
-        first = false;
-      }
+      for (int r = 0; r < static_cast<int>(bases[b].size()); ++r)
+        for (bool cross : {false, true}) {
+          if (cross && crossNic_ == 0) continue;
+          Opening o = at(bases[b], r, cross);
+          o.base = static_cast<int>(b);
+          if (first || key(o) < key(best)) best = o;
+          first = false;
+        }
     return best;
   }
 
@@ -138,18 +158,26 @@ class Opener {
   }
 
  private:
-  Opening at(const std::vector<int>& cycle, int r) const {
+  // The opening at rotation r: in by the least used NIC nearest the first
+  // GPU; out by the same NIC (the rail) or, `cross`, the least used one
+  // nearest the last GPU.
+  Opening at(const std::vector<int>& cycle, int r, bool cross) const {
     const int g = static_cast<int>(cycle.size());
     const int first = cycle[static_cast<size_t>(r)], last = cycle[static_cast<size_t>((r + g - 1) % g)];
     Opening o;
     o.rotation = r;
     if (h_.nets.empty()) return o;
-    o.misses = (h_.netType[static_cast<size_t>(first)] != h_.hostBest) +
-               (h_.netType[static_cast<size_t>(last)] != h_.hostBest);
     o.netIn = leastUsed(h_.nearNets[static_cast<size_t>(first)], usedIn_);
-    const auto& outs = h_.nearNets[static_cast<size_t>(last)];
-    // Leaving through the NIC we entered by keeps a channel on one rail.
-    o.netOut = std::find(outs.begin(), outs.end(), o.netIn) != outs.end() ? o.netIn : leastUsed(outs, usedOut_);
+    o.misses = h_.netType[static_cast<size_t>(first)] != h_.hostBest;
+    if (cross) {
+      o.netOut = leastUsed(h_.nearNets[static_cast<size_t>(last)], usedOut_);
+      o.misses += h_.netType[static_cast<size_t>(last)] != h_.hostBest;
+      return o;
+    }
+    o.netOut = o.netIn;
+    if (o.netIn < 0 || nearNet(h_, last, o.netIn)) return o;
+    o.pxn = viaNvlinkPeer(h_, last, o.netIn);
+    o.misses += !o.pxn;
     return o;
   }
 
@@ -161,14 +189,15 @@ class Opener {
   }
 
   const HostView& h_;
+  int crossNic_;
   std::vector<int> usedIn_, usedOut_, usedBase_;
 };
 
 // Keeps the fastest cycles, and of those the ones that open best.
-std::vector<std::vector<int>> fastestCycles(const HostView& h, std::vector<std::vector<int>> cycles) {
+std::vector<std::vector<int>> fastestCycles(const HostView& h, std::vector<std::vector<int>> cycles, int crossNic) {
   double bw = 0;
   for (const auto& c : cycles) bw = std::max(bw, ringBandwidth(h, c));
-  const Opener fresh(h, 1);
+  const Opener fresh(h, 1, crossNic);
   auto misses = [&](const std::vector<int>& c) { return fresh.best({c}).misses; };
   int fewest = 3;
   for (const auto& c : cycles)
@@ -204,11 +233,19 @@ PathType netClass(const Topology& host, int localGpu) {
   return h.netType[static_cast<size_t>(localGpu)];
 }
 
-RingSearch searchRings(const Topology& t, int channels) {
+bool leavesByRail(const Topology& host, int localGpu, int net) {
+  HostView h(host);
+  const auto it = std::find(h.nets.begin(), h.nets.end(), net);
+  if (it == h.nets.end()) return false;
+  const int pos = static_cast<int>(it - h.nets.begin());
+  return nearNet(h, localGpu, pos) || viaNvlinkPeer(h, localGpu, pos);
+}
+
+RingSearch searchRings(const Topology& t, int channels, const SearchOptions& options) {
   RingSearch r;
   const HostView h(t);
   channels = std::max(1, channels);
-  std::vector<std::vector<int>> bases = fastestCycles(h, nvlinkCycles(h, &r.searchSteps));
+  std::vector<std::vector<int>> bases = fastestCycles(h, nvlinkCycles(h, &r.searchSteps), options.crossNic);
   r.nvlinkOnly = !bases.empty();
   if (bases.empty()) {
     std::vector<int> order = socketOrder(h);
@@ -216,7 +253,7 @@ RingSearch searchRings(const Topology& t, int channels) {
     std::reverse(order.begin(), order.end());
     if (h.size() > 2) bases.push_back(order);  // the other direction uses the other half of each link
   }
-  Opener opener(h, bases.size());
+  Opener opener(h, bases.size(), options.crossNic);
   for (int c = 0; c < channels; ++c) {
     const Opening o = h.size() > 0 ? opener.best(bases) : Opening{};
     opener.use(o);

@@ -7,9 +7,17 @@
 // that keeps the GPUs of one CPU socket contiguous (the fewest socket
 // crossings), in bus order, and its reverse. A cycle becomes a channel's
 // ring by opening it at one edge: the ring's first GPU receives from the
-// previous host and its last GPU sends to the next, so the edge is chosen
-// with both ends as close to a NIC as the host allows, and channels spread
-// over the NICs that are equally close.
+// previous host and its last GPU sends to the next.
+//
+// NIC rails: a channel enters and leaves a host by one NIC, the one nearest
+// its first GPU (on a rail-optimised cluster, NIC i of every host is on
+// switch i, so a channel that stays on one NIC stays on one rail). Its last
+// GPU reaches that NIC directly when it is as near as the host allows, or
+// through an NVLink peer next to the NIC (NCCL's PXN). NCCL_CROSS_NIC=1
+// lets a channel leave by the NIC nearest its last GPU instead; 2 (the
+// default, as in NCCL) does so only when staying on the rail would put a
+// ring end farther from every NIC. Channels spread over the NICs that are
+// equally near, so on an 8-NIC host eight channels use eight rails.
 #pragma once
 
 #include <vector>
@@ -40,11 +48,21 @@ struct RingSearch {
   long searchSteps = 0;     // DFS steps spent (complexity figure)
 };
 
-RingSearch searchRings(const Topology& host, int channels);
+// NCCL_CROSS_NIC: 0 never, 1 always allowed, 2 only when it brings a ring
+// end nearer a NIC.
+struct SearchOptions {
+  int crossNic = 2;
+};
+
+RingSearch searchRings(const Topology& host, int channels, const SearchOptions& options = {});
 // Channels from a graph file (channel c takes the file's channel c mod n).
 RingSearch imposeRings(const Topology& host, int channels, const ImposedGraphs& graphs);
 
 // The best class of path from any NET to the local GPU (kDis without NETs).
 PathType netClass(const Topology& host, int localGpu);
+
+// Whether the channel's last GPU reaches `net` as well as the host allows:
+// directly at the host's best class, or through an NVLink peer that does.
+bool leavesByRail(const Topology& host, int localGpu, int net);
 
 }  // namespace weft::graph

@@ -12,7 +12,7 @@ const char* nodeTypeName(NodeType t) {
 }
 
 const char* pathTypeName(PathType t) {
-  static const char* kNames[] = {"LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS", "NET", "DIS"};
+  static const char* kNames[] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PHB", "SYS", "NET", "DIS"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -110,10 +110,11 @@ void Topology::computePaths() {
         p.type = PathType::kLoc;
         continue;
       }
-      bool allNvl = true, net = false, sysLink = false, viaGpu = false;
+      bool allNvl = true, allC2c = true, net = false, sysLink = false, viaGpu = false;
       int pciSwitches = 0, cpus = 0;
       for (size_t x = dst; best[x].parent >= 0; x = static_cast<size_t>(best[x].parent)) {
         allNvl = allNvl && best[x].via == LinkType::kNvl;
+        allC2c = allC2c && best[x].via == LinkType::kC2c;
         net = net || best[x].via == LinkType::kNet;
         sysLink = sysLink || best[x].via == LinkType::kSys;
         const size_t mid = static_cast<size_t>(best[x].parent);
@@ -124,6 +125,7 @@ void Topology::computePaths() {
       }
       p.type = net                   ? PathType::kNet
                : allNvl              ? (viaGpu ? PathType::kNvb : PathType::kNvl)
+               : allC2c              ? PathType::kC2c
                : sysLink || cpus > 1 ? PathType::kSys
                : cpus == 1           ? PathType::kPhb
                : pciSwitches > 1     ? PathType::kPxb
@@ -138,25 +140,8 @@ const Path& Topology::path(int from, int to) const {
   return row.empty() ? kNone : row[static_cast<size_t>(to)];
 }
 
-double nvlinkBandwidth(int sm) {
-  if (sm >= 100) return 40.1;
-  if (sm >= 90) return 20.6;
-  if (sm >= 70) return 20.0;
-  if (sm >= 60) return 18.0;
-  return 20.0;
-}
-
-double pciBandwidth(int widthLanes, double gtPerSec) {
-  // Gen3 x16 (8 GT/s) counts 12 GB/s of usable bandwidth; other widths and
-  // generations scale from it.
-  if (widthLanes <= 0 || gtPerSec <= 0) return 12.0;
-  return widthLanes * gtPerSec * 12.0 / 128.0;
-}
-
 double cpuInterconnectBandwidth(const Node& cpu) {
-  if (cpu.vendor == "AuthenticAMD") return 16.0;
-  if (cpu.vendor == "GenuineIntel") return cpu.model >= 0x55 ? 10.0 : 6.0;  // Skylake and later
-  return 6.0;
+  return cpuInterconnectBandwidth(cpu.arch, cpu.vendor, cpu.family, cpu.model);
 }
 
 Topology syntheticTopology(int devices, double shmGbs, double nicGbs) {

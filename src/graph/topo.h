@@ -10,20 +10,22 @@
 #include <utility>
 #include <vector>
 
+#include "graph/link_bw.h"
+
 namespace weft::graph {
 
 enum class NodeType : uint8_t { kGpu, kPci, kNvs, kCpu, kNic, kNet, kCount };
-// Physical links.
-enum class LinkType : uint8_t { kLoc, kNvl, kPci, kSys, kNet };
-// Path classes, best first, as NCCL defines them: same device, NVLink
-// direct or through NVSwitch, NVLink through an intermediate GPU, one PCI
-// switch, several PCI switches, through a CPU host bridge, across CPUs,
-// across the network, disconnected.
-enum class PathType : uint8_t { kLoc, kNvl, kNvb, kPix, kPxb, kPhb, kSys, kNet, kDis };
+// Physical links (C2C: a GPU's chip-to-chip link to its CPU, Grace).
+enum class LinkType : uint8_t { kLoc, kNvl, kPci, kSys, kNet, kC2c };
+// Path classes, best first, as NCCL defines and names them: same device,
+// NVLink direct or through NVSwitch, NVLink through an intermediate GPU, a
+// GPU's C2C link to its CPU, one PCI switch, several PCI switches, through
+// a CPU host bridge, across CPUs, across the network, disconnected.
+enum class PathType : uint8_t { kLoc, kNvl, kNvb, kC2c, kPix, kPxb, kPhb, kSys, kNet, kDis };
 
 const char* nodeTypeName(NodeType t);
 const char* pathTypeName(PathType t);
-// Parses LOC, NVL, NVB, PIX, PXB, PHB, SYS, NET (case-insensitive); false if unknown.
+// Parses LOC, NVL, NVB, C2C, PIX, PXB, PHB, SYS, NET (case-insensitive); false if unknown.
 bool parsePathType(const std::string& name, PathType* out);
 
 struct Link {
@@ -34,14 +36,15 @@ struct Link {
 
 struct Node {
   NodeType type = NodeType::kCpu;
-  std::string id;            // PCI bus id for devices, numa id for CPUs, name for NICs
-  int dev = -1;              // GPU or NIC device index, CPU numa id
-  int rank = -1;             // GPUs: the rank that drives it (-1: none)
-  int sm = 0;                // GPUs: compute capability x 10
-  std::string arch, vendor;  // CPUs
-  int model = 0;             // CPUs: model id (bandwidth of the inter-socket link)
-  double speedGbs = 0;       // NETs: port speed
-  int parent = -1;           // the enclosing element in the XML hierarchy (-1: a CPU)
+  std::string id;                 // PCI bus id for devices, numa id for CPUs, name for NICs
+  int dev = -1;                   // GPU or NIC device index, CPU numa id
+  int rank = -1;                  // GPUs: the rank that drives it (-1: none)
+  int sm = 0;                     // GPUs: compute capability x 10 (0: not given)
+  int c2cMbps = 0, c2cCount = 0;  // GPUs: the <c2c bw count> link to the CPU (0: none)
+  std::string arch, vendor;       // CPUs
+  int family = 0, model = 0;      // CPUs: family and model ids (bandwidth of the inter-socket link)
+  double speedGbs = 0;            // NETs: port speed
+  int parent = -1;                // the enclosing element in the XML hierarchy (-1: a CPU)
   // Attributes read from a file and not interpreted, written back verbatim.
   std::vector<std::pair<std::string, std::string>> extra;
   std::vector<std::pair<std::string, std::string>> gpuExtra;  // GPUs: of the <gpu> element itself
@@ -85,11 +88,8 @@ class Topology {
   std::vector<std::vector<Path>> paths_;  // [node][node]; only GPU/NIC rows filled
 };
 
-// Bandwidth conventions (GB/s), from NCCL's published constants.
-double nvlinkBandwidth(int sm);                        // per link
-double pciBandwidth(int widthLanes, double gtPerSec);  // a PCI link
-double cpuInterconnectBandwidth(const Node& cpu);      // across sockets
-constexpr double kLocalBandwidth = 5000.0;
+// Across the sockets of `cpu` (see link_bw.h).
+double cpuInterconnectBandwidth(const Node& cpu);
 
 // The host backend's machine, one host of it: one CPU, one NIC and
 // `devices` devices (one per local rank, typed as GPUs so the same search

@@ -129,6 +129,45 @@ std::unique_ptr<XmlNode> fuseTopologyViews(const std::vector<const XmlNode*>& vi
   return root;
 }
 
+namespace {
+
+// Post-order: a <pci> bridge or <cpu> that holds nothing after the merge.
+void dropEmpty(XmlNode* n, const std::set<const XmlNode*>& fromFile) {
+  auto& kids = n->children;
+  for (auto& c : kids) dropEmpty(c.get(), fromFile);
+  kids.erase(std::remove_if(kids.begin(), kids.end(),
+                            [&](const std::unique_ptr<XmlNode>& c) {
+                              const bool container =
+                                  c->name == "cpu" || (c->name == "pci" && attrOr(*c, "class") == "0x060400");
+                              return container && c->children.empty() && !fromFile.count(c.get());
+                            }),
+             kids.end());
+}
+
+}  // namespace
+
+std::unique_ptr<XmlNode> mergeTopologyFile(const XmlNode& file, const XmlNode* detected) {
+  if (detected == nullptr) return fuseTopologyViews({&file});
+  std::unique_ptr<XmlNode> merged = fuseTopologyViews({&file, detected});
+  // The file's elements come first under every parent, in the file's
+  // order: recognise them by position, to keep even the empty ones it has.
+  std::set<const XmlNode*> fromFile;
+  std::function<void(const XmlNode&, const XmlNode&)> mark = [&](const XmlNode& f, const XmlNode& m) {
+    fromFile.insert(&m);
+    for (size_t i = 0; i < f.children.size() && i < m.children.size(); ++i) mark(*f.children[i], *m.children[i]);
+  };
+  mark(file, *merged);
+  dropEmpty(merged.get(), fromFile);
+  return merged;
+}
+
+bool hasGpus(const XmlNode& system) {
+  if (system.name == "gpu") return true;
+  for (const auto& c : system.children)
+    if (hasGpus(*c)) return true;
+  return false;
+}
+
 std::vector<std::string> gpuBusIds(const XmlNode& system) {
   std::vector<std::string> out;
   forEachGpu(const_cast<XmlNode&>(system), [&](XmlNode& pci, XmlNode&) { out.push_back(attrOr(pci, "busid")); });

@@ -30,6 +30,19 @@ std::unique_ptr<XmlNode> cloneXml(const XmlNode& node);
 //    fused GPUs are renumbered in bus-id order.
 std::unique_ptr<XmlNode> fuseTopologyViews(const std::vector<const XmlNode*>& views);
 
+// NCCL_TOPO_FILE merged with what this process detected, as NCCL merges
+// them: the file comes first (its PCI tree, link speeds, NIC placement and
+// attributes win), detection adds what the file lacks (the <gpu> of a GPU
+// the file lists only as a PCI function, its NVLinks, the <net> ports of
+// NICs, devices the file does not list), matched by bus id wherever the
+// file places them. Switches and CPUs that only detection named and that
+// end up holding no device are dropped (their devices moved to the file's
+// places). `detected` may be null: the file alone.
+std::unique_ptr<XmlNode> mergeTopologyFile(const XmlNode& file, const XmlNode* detected);
+
+// Whether a <system> has at least one <gpu>.
+bool hasGpus(const XmlNode& system);
+
 // Bus ids of the GPUs of a <system>, in document order.
 std::vector<std::string> gpuBusIds(const XmlNode& system);
 

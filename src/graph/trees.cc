@@ -78,12 +78,14 @@ RankTree rankTree(const NodeTree& nodes, const std::vector<std::vector<int>>& ch
       t.up[static_cast<size_t>(chain[i])] = chain[i - 1];
       t.down[static_cast<size_t>(chain[i - 1])].push_back(chain[i]);
     }
-    if (chain.empty()) continue;
+    if (chain.empty()) continue;  // a node without ranks (no GPU) joins no tree
     const int head = chain[0];
     const int parentNode = nodes.parent[node];
-    if (parentNode >= 0) t.up[static_cast<size_t>(head)] = chains[static_cast<size_t>(parentNode)][0];
+    if (parentNode >= 0 && !chains[static_cast<size_t>(parentNode)].empty())
+      t.up[static_cast<size_t>(head)] = chains[static_cast<size_t>(parentNode)][0];
     for (int childNode : nodes.children[node])
-      t.down[static_cast<size_t>(head)].push_back(chains[static_cast<size_t>(childNode)][0]);
+      if (!chains[static_cast<size_t>(childNode)].empty())
+        t.down[static_cast<size_t>(head)].push_back(chains[static_cast<size_t>(childNode)][0]);
   }
   // Depth: walk up from every rank (the trees are small enough; O(n log n)).
   for (int r = 0; r < nranks; ++r) {

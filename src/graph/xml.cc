@@ -21,10 +21,13 @@ class Parser {
   }
 
  private:
-  Status fail(const std::string& what) const {
-    int line = 1;
-    for (size_t i = 0; i < pos_ && i < s_.size(); ++i) line += s_[i] == '\n';
-    return errorStatus(ncclInvalidArgument, "XML line %d: %s", line, what.c_str());
+  int lineAt(size_t pos) {
+    for (; counted_ < pos && counted_ < s_.size(); ++counted_) line_ += s_[counted_] == '\n';
+    return line_;
+  }
+
+  Status fail(const std::string& what) {
+    return errorStatus(ncclInvalidArgument, "line %d: %s", lineAt(pos_), what.c_str());
   }
 
   bool startsWith(const char* token) const {
@@ -76,11 +79,14 @@ class Parser {
     return out;
   }
 
-  Result<std::unique_ptr<XmlNode>> element() {
-    ++pos_;  // '<'
+  Result<std::unique_ptr<XmlNode>> element(int depth = 1) {
+    if (depth > kMaxXmlDepth) return fail("elements nested more than " + std::to_string(kMaxXmlDepth) + " deep");
+    if (++elements_ > kMaxXmlElements) return fail("more than " + std::to_string(kMaxXmlElements) + " elements");
     auto node = std::make_unique<XmlNode>();
+    node->line = lineAt(pos_);
+    ++pos_;  // '<'
     node->name = name();
-    if (node->name.empty()) return fail("expected an element name");
+    if (node->name.empty()) return fail("expected an element name after '<'");
     for (;;) {
       skipSpace();
       if (pos_ >= s_.size()) return fail("unterminated <" + node->name + ">");
@@ -93,7 +99,7 @@ class Parser {
         break;
       }
       std::string key = name();
-      if (key.empty()) return fail("bad attribute in <" + node->name + ">");
+      if (key.empty()) return fail("expected an attribute name, '>' or '/>' in <" + node->name + ">");
       skipSpace();
       if (pos_ >= s_.size() || s_[pos_] != '=') return fail("expected = after " + key);
       ++pos_;
@@ -118,7 +124,7 @@ class Parser {
         return node;
       }
       if (s_[pos_] == '<') {
-        WEFT_ASSIGN_OR_RETURN(std::unique_ptr<XmlNode> child, element());
+        WEFT_ASSIGN_OR_RETURN(std::unique_ptr<XmlNode> child, element(depth + 1));
         node->children.push_back(std::move(child));
       } else {
         while (pos_ < s_.size() && s_[pos_] != '<') ++pos_;
@@ -128,6 +134,9 @@ class Parser {
 
   const std::string& s_;
   size_t pos_ = 0;
+  size_t counted_ = 0;  // lineAt() has counted newlines up to here
+  int line_ = 1;
+  size_t elements_ = 0;
 };
 
 std::string escape(const std::string& v) {
@@ -179,8 +188,14 @@ XmlNode* XmlNode::add(const std::string& childName) {
 Result<std::unique_ptr<XmlNode>> parseXml(const std::string& text) { return Parser(text).document(); }
 
 Result<std::unique_ptr<XmlNode>> readXmlFile(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return errorStatus(ncclSystemError, "cannot open %s", path.c_str());
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size > static_cast<std::streamoff>(kMaxXmlBytes))
+    return errorStatus(ncclInvalidArgument, "%s: %lld bytes, more than the %zu a topology or graph file may hold",
+                       path.c_str(), static_cast<long long>(size), kMaxXmlBytes);
+  in.seekg(0, std::ios::beg);
   std::stringstream buf;
   buf << in.rdbuf();
   auto parsed = parseXml(buf.str());

@@ -12,8 +12,16 @@
 
 namespace weft::graph {
 
+// Limits that keep a hostile or corrupt file from exhausting the stack or
+// memory; real topology files stay far below them (a 72-GPU NVL72 tray dump
+// nests 8 deep and holds a few thousand elements).
+constexpr int kMaxXmlDepth = 64;
+constexpr size_t kMaxXmlElements = 1 << 20;
+constexpr size_t kMaxXmlBytes = 64u << 20;
+
 struct XmlNode {
   std::string name;
+  int line = 0;  // where the element starts in its file (0: built in memory)
   std::vector<std::pair<std::string, std::string>> attrs;
   std::vector<std::unique_ptr<XmlNode>> children;
 
@@ -23,7 +31,8 @@ struct XmlNode {
   XmlNode* add(const std::string& childName);
 };
 
-// Parses a document with one root element; errors give the line.
+// Parses a document with one root element; errors give the line and what
+// was expected there.
 Result<std::unique_ptr<XmlNode>> parseXml(const std::string& text);
 Result<std::unique_ptr<XmlNode>> readXmlFile(const std::string& path);
 

@@ -49,6 +49,7 @@ TEST_P(DoubleBinaryTree, BothTreesSpanAndInteriorsAreDisjoint) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, DoubleBinaryTree, ::testing::Range(1, 65));
+INSTANTIATE_TEST_SUITE_P(ManyNodes, DoubleBinaryTree, ::testing::Values(127, 128, 1023, 1024, 1025));
 
 TEST(RankTree, ChainsJoinedThroughHeadsWithAtMostThreeChildren) {
   for (int nnodes : {1, 2, 3, 5, 8, 17}) {

@@ -1,0 +1,102 @@
+#include "graph/channel_budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace weft::graph {
+namespace {
+
+// NCCL 2.27's per-channel speed lists (src/graph/search.cc), GB/s, highest
+// first: within one host and across hosts, for GPUs before sm_90, sm_90
+// and sm_100 on.
+const std::vector<double> kIntra = {40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3};
+const std::vector<double> kInter = {48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12};
+const std::vector<double> kIntraSm90 = {60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3};
+const std::vector<double> kInterSm90 = {48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12};
+const std::vector<double> kIntraSm100 = {90, 80, 70, 60, 50, 45, 40, 30, 24, 20, 19, 18};
+const std::vector<double> kInterSm100 = {96, 86,   80, 48, 45.1, 42, 40,  30,  24,   22,
+                                         20, 17.5, 15, 12, 6,    3,  2.4, 1.2, 0.24, 0.12};
+
+constexpr int kMaxSearchChannels = 16;  // NCCL: MAXCHANNELS / 2 for the ring graph
+constexpr int kMaxCommChannels = 32;    // NCCL: MAXCHANNELS
+constexpr double kDupFrom = 25.0, kDupSm90Below = 50.0, kSm90MultiHostDouble = 45.0;
+constexpr int kUnknownSm = 80;  // a file without sm attributes: plan as NCCL's default generation
+
+int slowestSm(const Topology& host) {
+  int sm = 0;
+  for (int g : host.nodesOf(NodeType::kGpu)) {
+    const int s = host.node(g).sm > 0 ? host.node(g).sm : kUnknownSm;
+    sm = sm == 0 ? s : std::min(sm, s);
+  }
+  return sm == 0 ? kUnknownSm : sm;
+}
+
+const std::vector<double>& speeds(int sm, bool inter) {
+  if (sm >= 100) return inter ? kInterSm100 : kIntraSm100;
+  if (sm >= 90) return inter ? kInterSm90 : kIntraSm90;
+  return inter ? kInter : kIntra;
+}
+
+// The highest listed speed not above `capacity`; the capacity itself when
+// it is below every listed speed.
+double pickSpeed(const std::vector<double>& list, double capacity) {
+  for (double s : list)
+    if (s <= capacity) return s;
+  return capacity;
+}
+
+// The NETs a channel may use (those at the host's best class from a GPU)
+// and the slowest of them.
+void railNets(const Topology& host, int* count, double* slowest) {
+  PathType best = PathType::kDis;
+  std::vector<std::pair<PathType, double>> nets;
+  for (int n : host.nodesOf(NodeType::kNet)) {
+    PathType type = PathType::kDis;
+    for (int g : host.nodesOf(NodeType::kGpu)) type = std::min(type, host.path(n, g).type);
+    nets.emplace_back(type, host.node(n).speedGbs);
+    best = std::min(best, type);
+  }
+  *count = 0;
+  *slowest = 0;
+  for (const auto& [type, bw] : nets)
+    if (type == best && type != PathType::kDis) {
+      *slowest = *count == 0 ? bw : std::min(*slowest, bw);
+      ++*count;
+    }
+}
+
+}  // namespace
+
+ChannelBudget channelBudget(const Topology& host, const RingSearch& search, int nnodes, int minChannels,
+                            int maxChannels) {
+  ChannelBudget b;
+  const int sm = slowestSm(host);
+  const bool inter = nnodes > 1;
+  b.capacity = search.bwPerChannel > 0 ? search.bwPerChannel : kLocalBandwidth;
+  int rails = 0;
+  double railBw = 0;
+  if (inter) railNets(host, &rails, &railBw);
+  const double perChannelCap = inter && rails > 0 ? std::min(b.capacity, railBw) : b.capacity;
+  const double speed = pickSpeed(speeds(sm, inter), perChannelCap);
+  int n = static_cast<int>(std::floor(b.capacity / speed + 1e-9));
+  if (inter && rails > 0) n = std::min(n, rails * static_cast<int>(std::floor(railBw / speed + 1e-9)));
+  n = std::clamp(n, 1, kMaxSearchChannels);
+  double bw = speed;
+  const bool dup = bw >= kDupFrom && !(sm > 80 && bw < kDupSm90Below && n > 4);
+  if (dup) {
+    const int doubled = std::min(2 * n, kMaxSearchChannels);
+    bw /= (doubled + n - 1) / n;
+    n = doubled;
+  }
+  b.searchChannels = n;
+  b.bwIntra = b.bwInter = bw;
+  int channels = std::min(kMaxCommChannels, 2 * n);
+  if (sm >= 90 && inter && bw > kSm90MultiHostDouble && channels < 16)
+    channels = std::min(kMaxCommChannels, 2 * channels);
+  b.wanted = channels;
+  b.channels = std::max(std::min(channels, std::max(1, maxChannels)), std::max(1, minChannels));
+  return b;
+}
+
+}  // namespace weft::graph

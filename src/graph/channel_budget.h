@@ -1,0 +1,41 @@
+// How many channels a host's rings need to saturate its links, and what
+// each channel may carry, derived from the topology the way NCCL sizes its
+// ring graph, so that Weft's log and NCCL's compare line by line:
+//
+//  1. The ring capacity C: the bottleneck bandwidth (GB/s per direction) of
+//     the searched rings; across hosts also the NICs', one rail per channel.
+//  2. The per-channel speed: the highest figure of NCCL's speed list for the
+//     slowest GPU's generation (sm_90 and sm_100 have their own lists,
+//     single-host and multi-host lists differ) that the capacity can carry.
+//  3. Search channels = how many of those fit in C (at most 16), doubled
+//     with the speed halved when one channel would be too fast for one SM
+//     to drive (NCCL's rule: from 25 GB/s, except on sm_90+ from 5 channels
+//     below 50 GB/s). This is the "nChannels N, bw A/B" NCCL's GRAPH log
+//     prints, and the ring graph of NCCL_GRAPH_DUMP_FILE.
+//  4. Communicator channels = twice the search channels (each ring runs on
+//     two channels, as in NCCL), doubled again on sm_90+ across hosts when
+//     one channel moves more than 45 GB/s and there are fewer than 16; then
+//     at most NCCL_MAX_NCHANNELS and at least NCCL_MIN_NCHANNELS. This is
+//     the `yy` of NCCL's `Channel xx/yy` lines.
+#pragma once
+
+#include "graph/search.h"
+
+namespace weft::graph {
+
+struct ChannelBudget {
+  double capacity = 0;     // GB/s per direction the rings can move (1.)
+  int searchChannels = 0;  // NCCL's ring-graph nChannels (3.)
+  double bwIntra = 0;      // per search channel within the host, GB/s
+  double bwInter = 0;      // per search channel across hosts (= bwIntra on one host)
+  int channels = 0;        // communicator channels (4.)
+  int wanted = 0;          // (4.) before NCCL_MIN/MAX_NCHANNELS
+};
+
+// `search` is a search of `host` (its bwPerChannel is the rings'
+// bottleneck); `nnodes` the hosts of the communicator; channels are clamped
+// to [minChannels, maxChannels].
+ChannelBudget channelBudget(const Topology& host, const RingSearch& search, int nnodes, int minChannels,
+                            int maxChannels);
+
+}  // namespace weft::graph

@@ -1,0 +1,297 @@
+// Every real machine in tests/fixtures/machines plans without error, and the
+// plans keep their promises: rings at the best bottleneck any ring of the
+// machine has, socket crossings at the minimum, channels on one NIC rail,
+// tree chains headed next to their NIC, trees that span every rank.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "graph/channel_budget.h"
+#include "graph/graph_file.h"
+#include "graph/plan.h"
+#include "graph/topo_fuse.h"
+#include "graph/topo_xml.h"
+
+namespace weft::graph {
+namespace {
+
+const std::string kDir = std::string(WEFT_FIXTURES_DIR) + "/machines";
+
+struct Machine {
+  std::string name;
+  Topology topo;
+};
+
+// A vendor file without GPUs merges with its detected/ view, as
+// NCCL_TOPO_FILE merges with detection.
+Machine loadMachine(const std::string& name) {
+  Machine m{name, {}};
+  auto file = readXmlFile(kDir + "/" + name);
+  EXPECT_TRUE(file.ok()) << file.status().message();
+  if (!file.ok()) return m;
+  std::unique_ptr<XmlNode> xml = std::move(file).value();
+  if (!hasGpus(*xml)) {
+    auto detected = readXmlFile(kDir + "/detected/" + name);
+    EXPECT_TRUE(detected.ok()) << name << " has no GPU and no detected/ view";
+    if (!detected.ok()) return m;
+    xml = mergeTopologyFile(*xml, detected.value().get());
+  }
+  auto t = topologyFromXml(*xml);
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  if (t.ok()) m.topo = std::move(t).value();
+  return m;
+}
+
+std::vector<std::string> machineFiles() {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(kDir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n.size() > 4 && n.compare(n.size() - 4, 4, ".xml") == 0 && n.find("_graph") == std::string::npos)
+        out.push_back(n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int cpuOf(const Topology& t, int node) {
+  while (node >= 0 && t.node(node).type != NodeType::kCpu) node = t.node(node).parent;
+  return node;
+}
+
+double cycleBandwidth(const Topology& t, const std::vector<int>& gpus, const std::vector<int>& order) {
+  double bw = kLocalBandwidth;
+  for (size_t i = 0; order.size() > 1 && i < order.size(); ++i)
+    bw = std::min(
+        bw, t.path(gpus[static_cast<size_t>(order[i])], gpus[static_cast<size_t>(order[(i + 1) % order.size()])]).bw);
+  return bw;
+}
+
+// The best bottleneck of any Hamiltonian cycle (exhaustive; up to 9 GPUs).
+double bestCycleBandwidth(const Topology& t) {
+  const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
+  std::vector<int> order(gpus.size());
+  std::iota(order.begin(), order.end(), 0);
+  double best = 0;
+  do best = std::max(best, cycleBandwidth(t, gpus, order));
+  while (order.size() > 1 && std::next_permutation(order.begin() + 1, order.end()));
+  return best;
+}
+
+TEST(Machines, AtLeastTenRealFilesEachWithGpus) {
+  const std::vector<std::string> files = machineFiles();
+  EXPECT_GE(files.size(), 10u);
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    Machine m = loadMachine(f);
+    const std::vector<int> gpus = m.topo.nodesOf(NodeType::kGpu);
+    ASSERT_FALSE(gpus.empty());
+    for (int a : gpus)
+      for (int b : gpus) EXPECT_NE(m.topo.path(a, b).type, PathType::kDis);
+  }
+}
+
+// The fastest ring: no Hamiltonian cycle of the machine has a better
+// bottleneck than the searched rings (checked exhaustively up to 9 GPUs).
+TEST(Machines, RingsUseTheFastestLinksThatFormARing) {
+  for (const std::string& f : machineFiles()) {
+    SCOPED_TRACE(f);
+    Machine m = loadMachine(f);
+    if (m.topo.nodesOf(NodeType::kGpu).size() > 9) continue;
+    const RingSearch r = searchRings(m.topo, 4);
+    EXPECT_DOUBLE_EQ(r.bwPerChannel, bestCycleBandwidth(m.topo));
+  }
+}
+
+TEST(Machines, PcieRingsCrossEachSocketBoundaryOnce) {
+  for (const std::string& f : machineFiles()) {
+    SCOPED_TRACE(f);
+    Machine m = loadMachine(f);
+    const RingSearch r = searchRings(m.topo, 2);
+    if (r.nvlinkOnly) continue;
+    std::set<int> sockets;
+    for (int g : m.topo.nodesOf(NodeType::kGpu)) sockets.insert(cpuOf(m.topo, g));
+    EXPECT_EQ(r.socketCrossings, sockets.size() > 1 ? static_cast<int>(sockets.size()) : 0);
+  }
+}
+
+// Rails: a channel leaves by the NIC it entered by, its first GPU next to
+// that NIC and its last next to it or NVLink-adjacent to a GPU that is;
+// channels spread over every NIC at the best class.
+TEST(Machines, ChannelsStayOnOneRailAndSpreadOverNics) {
+  for (const std::string& f : machineFiles()) {
+    Machine m = loadMachine(f);
+    const std::vector<int> gpus = m.topo.nodesOf(NodeType::kGpu);
+    if (m.topo.nodesOf(NodeType::kNet).empty()) continue;
+    PathType best = PathType::kDis;
+    for (size_t g = 0; g < gpus.size(); ++g) best = std::min(best, netClass(m.topo, static_cast<int>(g)));
+    // The NICs nearest some GPU: the best class, and of those the fastest.
+    std::set<int> railNets;
+    for (int g : gpus) {
+      double fastest = 0;
+      for (int n : m.topo.nodesOf(NodeType::kNet))
+        if (m.topo.path(n, g).type == best) fastest = std::max(fastest, m.topo.path(n, g).bw);
+      for (int n : m.topo.nodesOf(NodeType::kNet))
+        if (m.topo.path(n, g).type == best && m.topo.path(n, g).bw == fastest) railNets.insert(n);
+    }
+    for (int crossNic : {0, 2}) {
+      SCOPED_TRACE(f + " NCCL_CROSS_NIC=" + std::to_string(crossNic));
+      SearchOptions o;
+      o.crossNic = crossNic;
+      const RingSearch r = searchRings(m.topo, static_cast<int>(railNets.size()), o);
+      for (size_t c = 0; c < r.rings.size(); ++c) {
+        SCOPED_TRACE("channel " + std::to_string(c));
+        ASSERT_GE(r.netIn[c], 0);
+        EXPECT_EQ(m.topo.path(r.netIn[c], gpus[static_cast<size_t>(r.rings[c].front())]).type, best);
+        const int last = r.rings[c].back();
+        if (crossNic == 0) {
+          EXPECT_EQ(r.netOut[c], r.netIn[c]);
+        } else if (r.netOut[c] == r.netIn[c]) {  // on the rail: crossing would not have brought the end nearer
+          EXPECT_TRUE(leavesByRail(m.topo, last, r.netOut[c]) || netClass(m.topo, last) != best);
+        } else {  // crossed: only because the rail's NIC is not near the last GPU and another is
+          EXPECT_FALSE(leavesByRail(m.topo, last, r.netIn[c]));
+          EXPECT_EQ(m.topo.path(r.netOut[c], gpus[static_cast<size_t>(last)]).type, best);
+        }
+        // The tree's chain head is the ring's first GPU, next to the NIC.
+        EXPECT_EQ(r.chains[c].front(), r.rings[c].front());
+      }
+      EXPECT_EQ(std::set<int>(r.netIn.begin(), r.netIn.end()).size(), railNets.size()) << "spread over every rail";
+    }
+  }
+}
+
+// On the rail-optimised machines staying on the rail never costs a ring
+// end its NIC: every channel keeps its rail even when crossing is allowed.
+TEST(Machines, RailOptimisedServersNeverCross) {
+  for (const char* f :
+       {"azure_ndv4_topo.xml", "azure_ndv5_topo.xml", "ibm_h100x8_vsi_width0.xml", "h800x8_nvswitch_8nic.xml"}) {
+    SCOPED_TRACE(f);
+    Machine m = loadMachine(f);
+    const RingSearch r = searchRings(m.topo, 16);
+    EXPECT_EQ(r.netIn, r.netOut);
+    EXPECT_EQ(std::set<int>(r.netIn.begin(), r.netIn.end()).size(), 8u);
+    EXPECT_TRUE(r.nvlinkOnly);
+  }
+}
+
+bool validTree(const RankTree& t, int nranks) {
+  if (static_cast<int>(t.up.size()) != nranks || std::count(t.up.begin(), t.up.end(), -1) != 1) return false;
+  for (int r = 0; r < nranks; ++r) {
+    const auto& down = t.down[static_cast<size_t>(r)];
+    if (down.size() > 3) return false;
+    for (int c : down)
+      if (t.up[static_cast<size_t>(c)] != r) return false;
+    int steps = 0;  // every rank reaches the root
+    for (int x = r; t.up[static_cast<size_t>(x)] >= 0; x = t.up[static_cast<size_t>(x)])
+      if (++steps > nranks) return false;
+  }
+  return true;
+}
+
+TEST(Machines, EveryFixturePlansAcrossNodeCounts) {
+  for (const std::string& f : machineFiles()) {
+    Machine m = loadMachine(f);
+    const std::vector<int> local = localRanks(m.topo);
+    for (int nodes : {1, 2, 3, 4, 16, 1024}) {
+      SCOPED_TRACE(f + " x" + std::to_string(nodes));
+      const ChannelBudget b = channelBudget(m.topo, searchRings(m.topo, 1), nodes, 1, 32);
+      EXPECT_GE(b.channels, 2);
+      EXPECT_LE(b.channels, 32);
+      EXPECT_LE(b.bwIntra * b.searchChannels, b.capacity + 1e-9) << "channels within the links";
+      const ChannelPlan p = buildChannelPlan(searchRings(m.topo, b.channels), local, nodes);
+      ASSERT_EQ(static_cast<int>(p.rings.size()), b.channels);
+      for (const auto& ring : p.rings) {
+        std::vector<int> sorted = ring;
+        std::sort(sorted.begin(), sorted.end());
+        std::vector<int> all(static_cast<size_t>(p.nranks));
+        std::iota(all.begin(), all.end(), 0);
+        EXPECT_EQ(sorted, all);
+      }
+      for (const RankTree& t : p.trees) EXPECT_TRUE(validTree(t, p.nranks));
+    }
+  }
+}
+
+// Files without GPUs take the tree from the file and the devices from
+// detection, matched by bus id: the GPUs sit under the file's switches and
+// nothing detection-only is left behind.
+TEST(Machines, PciOnlyFilesMergeWithDetection) {
+  Machine m = loadMachine("azure_ndv4_topo.xml");
+  EXPECT_EQ(m.topo.nodesOf(NodeType::kGpu).size(), 8u);
+  EXPECT_EQ(m.topo.nodesOf(NodeType::kNet).size(), 8u);
+  EXPECT_EQ(m.topo.nodesOf(NodeType::kCpu).size(), 4u) << "the file's four NUMA nodes, no extra one";
+  for (int g : m.topo.nodesOf(NodeType::kGpu)) {
+    EXPECT_EQ(m.topo.node(m.topo.node(g).parent).id.substr(0, 7), "ffff:ff") << "under the file's switch";
+    EXPECT_EQ(m.topo.node(g).sm, 80);
+  }
+  // Each GPU shares its switch with a NIC: the GPU-NIC path is one switch.
+  for (size_t g = 0; g < 8; ++g) EXPECT_EQ(netClass(m.topo, static_cast<int>(g)), PathType::kPix);
+}
+
+// NCCL's printed figures for the same kinds of links (an H200 VM's
+// NCCL_DEBUG_SUBSYS=GRAPH log in NVIDIA/nccl-tests issue 256: PCI[48.0] for
+// Gen5 x16, PCI[0.2] for a 2.5 GT/s x1 bridge, NVL[370.8] to the NVSwitch,
+// NET[50.0] for a 400 Gb/s port) come out of the IBM H100 VM's file, whose
+// devices report link_width="0".
+TEST(Machines, LinkFiguresMatchNcclOnAVmFile) {
+  Machine m = loadMachine("ibm_h100x8_vsi_width0.xml");
+  const int gpu = m.topo.nodesOf(NodeType::kGpu)[0];
+  for (const Link& l : m.topo.links(gpu)) {
+    if (l.type == LinkType::kPci) {
+      EXPECT_DOUBLE_EQ(l.bw, 48.0) << "width 0 read as x16, Gen5";
+    }
+    if (l.type == LinkType::kNvl) {
+      EXPECT_NEAR(l.bw, 370.8, 1e-9);
+    }
+  }
+  const int bridge = m.topo.node(gpu).parent;
+  for (const Link& l : m.topo.links(bridge)) {
+    if (m.topo.node(l.to).type == NodeType::kCpu) {
+      EXPECT_DOUBLE_EQ(l.bw, 0.1875) << "a 2.5 GT/s x1 bridge";
+    }
+  }
+  EXPECT_DOUBLE_EQ(m.topo.node(m.topo.nodesOf(NodeType::kNet)[0]).speedGbs, 25.0);  // 200 Gb/s ports here
+}
+
+// Ranks from the file: the L20 server numbers its GPUs' ranks across
+// devices (dev 4 is rank 2); plans and printed rings speak in those ranks.
+TEST(Machines, RanksFollowTheFile) {
+  Machine m = loadMachine("l20x16_pcie_switch_ranks.xml");
+  const std::vector<int> gpus = m.topo.nodesOf(NodeType::kGpu);
+  const std::vector<int> local = localRanks(m.topo);
+  for (size_t i = 0; i < gpus.size(); ++i) EXPECT_EQ(local[i], m.topo.node(gpus[i]).rank);
+  const ChannelPlan p = buildChannelPlan(searchRings(m.topo, 2), local, 1);
+  // Consecutive ranks of the ring are PCIe neighbours: a ring in ranks that
+  // looked like it crossed sockets at every hop would cross 16 times.
+  int crossings = 0;
+  auto gpuOfRank = [&](int r) {
+    return gpus[static_cast<size_t>(std::find(local.begin(), local.end(), r) - local.begin())];
+  };
+  for (size_t i = 0; i < p.rings[0].size(); ++i)
+    crossings +=
+        cpuOf(m.topo, gpuOfRank(p.rings[0][i])) != cpuOf(m.topo, gpuOfRank(p.rings[0][(i + 1) % p.rings[0].size()]));
+  EXPECT_EQ(crossings, 2);
+  EXPECT_EQ(channelLine(0, 2, {0, 1, 2, 3}), "Channel 00/02 : 0 1 2 3");
+}
+
+// Azure ships an NCCL graph file for its NC A100 v4 VM: it loads against
+// the VM's topology file and imposes its two rings.
+TEST(Machines, VendorGraphFileLoads) {
+  Machine m = loadMachine("azure_ncv4_topo.xml");
+  auto graphs = loadGraphFile(kDir + "/azure_ncv4_graph.xml", m.topo);
+  ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+  ASSERT_EQ(graphs.value().rings.size(), 2u);
+  const RingSearch r = imposeRings(m.topo, 4, graphs.value());
+  EXPECT_EQ(r.rings[0], (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(r.rings[1], (std::vector<int>{0, 3, 2, 1}));
+  EXPECT_DOUBLE_EQ(r.bwPerChannel, 12.0) << "NCCL's speedintra for this VM";
+}
+
+}  // namespace
+}  // namespace weft::graph
