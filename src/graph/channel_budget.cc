@@ -46,21 +46,27 @@ double pickSpeed(const std::vector<double>& list, double capacity) {
   return capacity;
 }
 
-// The NETs a channel may use (those at the host's best class from a GPU)
-// and the slowest of them.
+// The NETs channels spread over (for each GPU as near as the host allows
+// to a NET, the fastest NETs at that class: the rails) and the slowest path
+// bandwidth from a GPU to one of them.
 void railNets(const Topology& host, int* count, double* slowest) {
+  const std::vector<int> gpus = host.nodesOf(NodeType::kGpu), nets = host.nodesOf(NodeType::kNet);
   PathType best = PathType::kDis;
-  std::vector<std::pair<PathType, double>> nets;
-  for (int n : host.nodesOf(NodeType::kNet)) {
-    PathType type = PathType::kDis;
-    for (int g : host.nodesOf(NodeType::kGpu)) type = std::min(type, host.path(n, g).type);
-    nets.emplace_back(type, host.node(n).speedGbs);
-    best = std::min(best, type);
+  for (int n : nets)
+    for (int g : gpus) best = std::min(best, host.path(n, g).type);
+  std::vector<double> railBw(nets.size(), -1);
+  for (int g : gpus) {
+    double fastest = 0;
+    for (int n : nets)
+      if (host.path(n, g).type == best) fastest = std::max(fastest, host.path(n, g).bw);
+    for (size_t i = 0; i < nets.size(); ++i)
+      if (best != PathType::kDis && host.path(nets[i], g).type == best && host.path(nets[i], g).bw == fastest)
+        railBw[i] = fastest;
   }
   *count = 0;
   *slowest = 0;
-  for (const auto& [type, bw] : nets)
-    if (type == best && type != PathType::kDis) {
+  for (double bw : railBw)
+    if (bw >= 0) {
       *slowest = *count == 0 ? bw : std::min(*slowest, bw);
       ++*count;
     }
