@@ -98,8 +98,9 @@ std::vector<int> socketOrder(const HostView& h) {
 // start at `rotation`, entering through netIn, leaving through netOut.
 struct Opening {
   int base = 0, rotation = 0;
-  int misses = 0;    // ends of the ring not at the host's best class to their NET (0..2)
-  bool pxn = false;  // the last GPU reaches netOut through an NVLink peer
+  int misses = 0;          // ends of the ring not at the host's best class to their NET (0..2)
+  bool firstMiss = false;  // of which the first GPU's
+  bool pxn = false;        // the last GPU reaches netOut through an NVLink peer
   int netIn = -1, netOut = -1;
 };
 
@@ -117,21 +118,23 @@ bool viaNvlinkPeer(const HostView& h, int local, int netPos) {
 }
 
 // Chooses each channel's opening among every base cycle and rotation. Key,
-// most important first: the fewest ring ends away from their NIC; one NIC
-// in and out (the rail); the last GPU next to the NIC rather than through a
-// peer; the least used entry and exit NICs (channels spread over equally
-// close NICs); the least used base cycle (channels alternate cycles and
-// directions, spreading the load over links); then the lowest base and
-// rotation (determinism).
+// most important first: the first GPU next to a NIC; the least used entry
+// NIC (channels spread over every nearest NIC: one NIC's bandwidth is what a
+// channel gets across hosts, so spreading matters more than where the ring
+// ends); the last GPU next to its NIC; one NIC in and out (the rail); the
+// last GPU next to the NIC rather than through a peer; the least used exit
+// NIC; the least used base cycle (channels alternate cycles and directions,
+// spreading the load over links); then the lowest base and rotation
+// (determinism).
 class Opener {
  public:
   Opener(const HostView& h, size_t bases, int crossNic)
       : h_(h), crossNic_(crossNic), usedIn_(h.nets.size(), 0), usedOut_(h.nets.size(), 0), usedBase_(bases, 0) {}
 
-  std::tuple<int, bool, bool, int, int, int, int, int> key(const Opening& o) const {
+  std::tuple<bool, int, int, bool, bool, int, int, int, int> key(const Opening& o) const {
     // NCCL_CROSS_NIC=1: leaving by another NIC is as good as by the same one.
-    return std::make_tuple(o.misses, crossNic_ != 1 && o.netIn != o.netOut, o.pxn,
-                           o.netIn < 0 ? 0 : usedIn_[static_cast<size_t>(o.netIn)],
+    return std::make_tuple(o.firstMiss, o.netIn < 0 ? 0 : usedIn_[static_cast<size_t>(o.netIn)], o.misses,
+                           crossNic_ != 1 && o.netIn != o.netOut, o.pxn,
                            o.netOut < 0 ? 0 : usedOut_[static_cast<size_t>(o.netOut)],
                            usedBase_[static_cast<size_t>(o.base)], o.base, o.rotation);
   }
@@ -168,7 +171,8 @@ class Opener {
     o.rotation = r;
     if (h_.nets.empty()) return o;
     o.netIn = leastUsed(h_.nearNets[static_cast<size_t>(first)], usedIn_);
-    o.misses = h_.netType[static_cast<size_t>(first)] != h_.hostBest;
+    o.firstMiss = h_.netType[static_cast<size_t>(first)] != h_.hostBest;
+    o.misses = o.firstMiss;
     if (cross) {
       o.netOut = leastUsed(h_.nearNets[static_cast<size_t>(last)], usedOut_);
       o.misses += h_.netType[static_cast<size_t>(last)] != h_.hostBest;

@@ -93,6 +93,33 @@ TEST(TopoFile, GpuCountMustMatchTheNode) {
   expectInitFails("has 3 GPUs", "2 ranks");
 }
 
+// A cloud image's file of the PCI tree alone has no GPU for the host
+// backend's ranks: refused, saying why, not a crash in the search.
+TEST(TopoFile, PciOnlyFileIsRefusedOnTheHostBackend) {
+  ScopedEnv file("NCCL_TOPO_FILE", (kFixtures + "/machines/azure_ndv4_topo.xml").c_str());
+  expectInitFails("azure_ndv4_topo.xml has no <gpu> element", "the host backend has none to merge it with");
+}
+
+TEST(TopoFile, AFileWeftCannotUseNamesItsLine) {
+  ScopedEnv file("NCCL_TOPO_FILE", (kFixtures + "/fuzz/garbage_attributes.xml").c_str());
+  expectInitFails("garbage_attributes.xml: line 2: <cpu numaid=\"zero\">", "expected an integer");
+}
+
+// A published dump of a real server (4 A10s on two sockets, ten NICs) as two
+// virtual nodes of four ranks: rings stay on one NIC per channel and the
+// collectives are right.
+TEST(TopoFile, RealMachineAcrossTwoNodes) {
+  ScopedEnv file("NCCL_TOPO_FILE", (kFixtures + "/machines/a10x4_dual_skylake_vnics.xml").c_str());
+  ScopedEnv perNode("WEFT_RANKS_PER_NODE", "4");
+  ScopedEnv channels("NCCL_MAX_NCHANNELS", "2");
+  const std::string log = runLogged(8, "INIT", [](RankContext& ctx) {
+    allreduce(ctx);
+    runAndCheck(ctx, {CollOp::kAllGather, ncclInt32, TestOp::kSum, 555, 0, false});
+  });
+  EXPECT_NE(log.find("Channel 01/02 :"), std::string::npos) << log;
+  EXPECT_NE(log.find("2 nodes x 4 ranks"), std::string::npos) << log;
+}
+
 // Processes of one host that read different files fuse them: the union has
 // five GPUs, which neither file has, and both ranks fail the same way.
 TEST(TopoFile, ViewsOfOneHostAreFused) {

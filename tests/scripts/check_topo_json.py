@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""weft-topo --json on every fixture and several node counts: the object has
-the documented fields, rings are permutations, trees span every rank with at
-most three children, one root, and the parent/child lists agree."""
+"""weft-topo --json on every fixture (the real machines of fixtures/machines
+included, their vendor files merged with detected/) and several node counts:
+the object has the documented fields, rings are permutations, trees span
+every rank with at most three children, one root, and the parent/child lists
+agree."""
 import glob, json, os, subprocess, sys
 
 tool, fixtures = sys.argv[1], sys.argv[2]
 failures = 0
-for f in sorted(glob.glob(os.path.join(fixtures, "*.xml"))):
+machines = [m for m in sorted(glob.glob(os.path.join(fixtures, "machines", "*.xml"))) if "_graph" not in m]
+for f in sorted(glob.glob(os.path.join(fixtures, "*.xml"))) + machines:
+    detected = os.path.join(os.path.dirname(f), "detected", os.path.basename(f))
+    extra = ["--detected-file", detected] if os.path.exists(detected) else []
     for nodes in (1, 2, 5, 16):
-        out = subprocess.run([tool, "--topo-file", f, "--nodes", str(nodes), "--channels", "4", "--json"],
+        out = subprocess.run([tool, "--topo-file", f] + extra + ["--nodes", str(nodes), "--channels", "4", "--json"],
                              capture_output=True, text=True, check=True).stdout
         d = json.loads(out)
         n = d["nranks"]

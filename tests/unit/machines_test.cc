@@ -7,6 +7,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <set>
 
@@ -84,6 +85,85 @@ double bestCycleBandwidth(const Topology& t) {
   return best;
 }
 
+// Generated machines: 1-4 sockets of Intel or AMD CPUs, 1-3 PCIe switches
+// per socket each holding 1-2 GPUs and maybe a NIC, NVLink as none, pairs,
+// a ring or an NVSwitch, GPU generations from sm_70 to sm_100. Deterministic.
+std::string generateMachine(uint64_t seed) {
+  uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+  auto rnd = [&](int n) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return static_cast<int>(x % static_cast<uint64_t>(n));
+  };
+  const int sms[] = {70, 80, 86, 90, 100};
+  const int sm = sms[rnd(5)];
+  const int sockets = 1 + rnd(4), nvlink = rnd(4);  // 0 none, 1 pairs, 2 ring, 3 NVSwitch
+  const char* vendor = rnd(2) ? "GenuineIntel" : "AuthenticAMD";
+  std::vector<std::string> bus;
+  std::string body;
+  int nets = 0, id = 1;
+  for (int c = 0; c < sockets; ++c) {
+    body += "<cpu numaid=\"" + std::to_string(c) + "\" arch=\"x86_64\" vendor=\"" + vendor +
+            "\" familyid=\"6\" modelid=\"143\">";
+    for (int sw = 1 + rnd(3); sw > 0; --sw) {
+      char sb[32];
+      std::snprintf(sb, sizeof(sb), "0000:%02x:00.0", id++);
+      body += std::string("<pci busid=\"") + sb + "\" class=\"0x060400\" link_speed=\"" +
+              (rnd(2) ? "32.0 GT/s PCIe" : "16.0 GT/s PCIe") + "\" link_width=\"16\">";
+      for (int g = 1 + rnd(2); g > 0 && bus.size() < 8; --g) {
+        std::snprintf(sb, sizeof(sb), "0000:%02x:00.0", id++);
+        bus.push_back(sb);
+        body += std::string("<pci busid=\"") + sb + "\" class=\"0x030200\" link_speed=\"16.0 GT/s PCIe\" " +
+                "link_width=\"" + (rnd(3) ? "16" : "0") + "\"><gpu dev=\"" + std::to_string(bus.size() - 1) +
+                "\" sm=\"" + std::to_string(sm) + "\" rank=\"" + std::to_string(bus.size() - 1) + "\">@" +
+                std::to_string(bus.size() - 1) + "@</gpu></pci>";
+      }
+      if (rnd(2)) {
+        std::snprintf(sb, sizeof(sb), "0000:%02x:00.0", id++);
+        body += std::string("<pci busid=\"") + sb + "\" class=\"0x020700\" link_speed=\"16.0 GT/s PCIe\" " +
+                "link_width=\"16\"><nic><net name=\"mlx5_" + std::to_string(nets) + "\" dev=\"" + std::to_string(nets) +
+                "\" speed=\"" + (rnd(2) ? "200000" : "400000") + "\"/></nic></pci>";
+        ++nets;
+      }
+      body += "</pci>";
+    }
+    body += "</cpu>";
+  }
+  const int n = static_cast<int>(bus.size());
+  for (int g = 0; g < n; ++g) {
+    std::string links;
+    auto link = [&](int peer, int count) {
+      links += "<nvlink target=\"" + bus[static_cast<size_t>(peer)] + "\" count=\"" + std::to_string(count) +
+               "\" tclass=\"0x030200\"/>";
+    };
+    if (nvlink == 1 && (g ^ 1) < n) link(g ^ 1, 4);
+    if (nvlink == 2 && n > 2) link((g + 1) % n, 2), link((g + n - 1) % n, 2);
+    if (nvlink == 3) links = "<nvlink target=\"fffffff:ff:ff.0\" count=\"12\" tclass=\"0x068000\"/>";
+    const std::string mark = "@" + std::to_string(g) + "@";
+    body.replace(body.find(mark), mark.size(), links);
+  }
+  return "<system version=\"1\">" + body + "</system>";
+}
+
+std::vector<Machine> generatedMachines() {
+  std::vector<Machine> out;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    auto xml = parseXml(generateMachine(seed));
+    EXPECT_TRUE(xml.ok()) << xml.status().message();
+    if (!xml.ok()) continue;
+    auto t = topologyFromXml(*xml.value());
+    EXPECT_TRUE(t.ok()) << t.status().message();
+    if (t.ok()) out.push_back({"generated " + std::to_string(seed), std::move(t).value()});
+  }
+  return out;
+}
+
+std::vector<Machine> allMachines() {
+  std::vector<Machine> out;
+  for (const std::string& f : machineFiles()) out.push_back(loadMachine(f));
+  for (Machine& m : generatedMachines()) out.push_back(std::move(m));
+  return out;
+}
+
 TEST(Machines, AtLeastTenRealFilesEachWithGpus) {
   const std::vector<std::string> files = machineFiles();
   EXPECT_GE(files.size(), 10u);
@@ -100,9 +180,8 @@ TEST(Machines, AtLeastTenRealFilesEachWithGpus) {
 // The fastest ring: no Hamiltonian cycle of the machine has a better
 // bottleneck than the searched rings (checked exhaustively up to 9 GPUs).
 TEST(Machines, RingsUseTheFastestLinksThatFormARing) {
-  for (const std::string& f : machineFiles()) {
-    SCOPED_TRACE(f);
-    Machine m = loadMachine(f);
+  for (const Machine& m : allMachines()) {
+    SCOPED_TRACE(m.name);
     if (m.topo.nodesOf(NodeType::kGpu).size() > 9) continue;
     const RingSearch r = searchRings(m.topo, 4);
     EXPECT_DOUBLE_EQ(r.bwPerChannel, bestCycleBandwidth(m.topo));
@@ -110,9 +189,8 @@ TEST(Machines, RingsUseTheFastestLinksThatFormARing) {
 }
 
 TEST(Machines, PcieRingsCrossEachSocketBoundaryOnce) {
-  for (const std::string& f : machineFiles()) {
-    SCOPED_TRACE(f);
-    Machine m = loadMachine(f);
+  for (const Machine& m : allMachines()) {
+    SCOPED_TRACE(m.name);
     const RingSearch r = searchRings(m.topo, 2);
     if (r.nvlinkOnly) continue;
     std::set<int> sockets;
@@ -125,8 +203,8 @@ TEST(Machines, PcieRingsCrossEachSocketBoundaryOnce) {
 // that NIC and its last next to it or NVLink-adjacent to a GPU that is;
 // channels spread over every NIC at the best class.
 TEST(Machines, ChannelsStayOnOneRailAndSpreadOverNics) {
-  for (const std::string& f : machineFiles()) {
-    Machine m = loadMachine(f);
+  for (const Machine& m : allMachines()) {
+    const std::string& f = m.name;
     const std::vector<int> gpus = m.topo.nodesOf(NodeType::kGpu);
     if (m.topo.nodesOf(NodeType::kNet).empty()) continue;
     PathType best = PathType::kDis;
@@ -195,8 +273,8 @@ bool validTree(const RankTree& t, int nranks) {
 }
 
 TEST(Machines, EveryFixturePlansAcrossNodeCounts) {
-  for (const std::string& f : machineFiles()) {
-    Machine m = loadMachine(f);
+  for (const Machine& m : allMachines()) {
+    const std::string& f = m.name;
     const std::vector<int> local = localRanks(m.topo);
     for (int nodes : {1, 2, 3, 4, 16, 1024}) {
       SCOPED_TRACE(f + " x" + std::to_string(nodes));
