@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "common/log.h"
@@ -132,10 +133,11 @@ void logPlan(const Comm& comm, const graph::ChannelPlan& plan) {
               comm.channels[c].ring.next);
 }
 
-void dumpGraphs(const Comm& comm, const graph::Topology& model, const graph::RingSearch& search) {
+void dumpGraphs(const Comm& comm, const graph::Topology& model, const graph::RingSearch& search,
+                const graph::ChannelBudget* budget) {
   const std::string path = param::graphDumpFile();
   if (path.empty() || comm.rank != 0) return;
-  Status s = graph::writeXmlFile(*graph::graphsToXml(model, search), path);
+  Status s = graph::writeXmlFile(*graph::graphsToXml(model, search, budget), path);
   if (!s.ok()) WEFT_WARN("NCCL_GRAPH_DUMP_FILE: %s", s.message().c_str());
 }
 
@@ -143,7 +145,8 @@ void dumpGraphs(const Comm& comm, const graph::Topology& model, const graph::Rin
 // fewest any node asks for, within NCCL_MIN/MAX_NCHANNELS (folded into
 // minChannels and the channel count already). The host backend's channels
 // are threads: their count follows the cores (init.cc), not the links.
-Status sizeChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, const graph::Topology& model) {
+Status sizeChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, const graph::Topology& model,
+                    std::optional<graph::ChannelBudget>* budget) {
   if (comm->backend != weftBackendCuda || !param::graphFile().empty()) return okStatus();
   WEFT_ASSIGN_OR_RETURN(graph::SearchOptions options, searchOptions());
   const graph::RingSearch probe = graph::searchRings(model, 1, options);
@@ -164,12 +167,14 @@ Status sizeChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
             b.wanted, b.bwIntra, b.capacity, comm->minChannels, maxChannels);
   comm->channels.resize(static_cast<size_t>(agreed));
   comm->minChannels = std::min(comm->minChannels, agreed);
+  *budget = b;
   return okStatus();
 }
 
 Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, const std::vector<int>& myNode) {
   WEFT_ASSIGN_OR_RETURN(graph::Topology model, nodeModel(*comm->topology, myNode));
-  WEFT_RETURN_IF_ERROR(sizeChannels(comm, nodes, model));
+  std::optional<graph::ChannelBudget> budget;  // cuda: NCCL's ring-graph figures, for the graph dump
+  WEFT_RETURN_IF_ERROR(sizeChannels(comm, nodes, model, &budget));
   const size_t nch = comm->channels.size();
   WEFT_ASSIGN_OR_RETURN(graph::RingSearch search, searchNode(model, static_cast<int>(nch)));
   const graph::HostChannels mine = graph::hostChannels(search, ranksOfLocal(*comm->topology, model, myNode));
@@ -190,7 +195,7 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
             comm->nnodes, comm->ranksPerNode, nch, comm->topology->source.c_str(), search.imposed ? "imposed " : "",
             search.nvlinkOnly ? "NVLink" : "PCI/shared-memory", search.bwPerChannel,
             graph::pathTypeName(search.worstType));
-  dumpGraphs(*comm, model, search);
+  dumpGraphs(*comm, model, search, budget ? &*budget : nullptr);
   return okStatus();
 }
 

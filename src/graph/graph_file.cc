@@ -102,7 +102,8 @@ XmlNode* addGraph(XmlNode* root, int id, int pattern, const Topology& host, cons
 
 Result<ImposedGraphs> graphsFromXml(const XmlNode& root, const Topology& host) {
   if (root.name != "graphs")
-    return errorStatus(ncclInvalidArgument, "root element is <%s>, expected <graphs>", root.name.c_str());
+    return errorStatus(ncclInvalidArgument, "line %d: root element is <%s>, expected <graphs>", root.line,
+                       root.name.c_str());
   const std::vector<int> gpus = host.nodesOf(NodeType::kGpu);
   ImposedGraphs out;
   for (const auto& graph : root.children) {
@@ -115,7 +116,7 @@ Result<ImposedGraphs> graphsFromXml(const XmlNode& root, const Topology& host) {
       if (ch->name != "channel") continue;
       auto channel = channelFromXml(*ch, host, gpus);
       if (!channel.ok())
-        return errorStatus(ncclInvalidArgument, "graph %ld channel %d: %s", id, index,
+        return errorStatus(ncclInvalidArgument, "line %d: graph %ld channel %d: %s", ch->line, id, index,
                            channel.status().message().c_str());
       into.push_back(std::move(channel).value());
       ++index;

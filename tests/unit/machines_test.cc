@@ -373,3 +373,45 @@ TEST(Machines, VendorGraphFileLoads) {
 
 }  // namespace
 }  // namespace weft::graph
+
+namespace weft::graph {
+namespace {
+
+// The channel count follows NCCL's sizing of its ring graph (worked by hand
+// from the speed lists): an H100 NVSwitch host's 370.8 GB/s fits 6 rings at
+// 60 GB/s, doubled to 12 at 30 because one channel would move more than
+// 25 GB/s, and twice that for the communicator; NCCL_MAX/MIN_NCHANNELS
+// bound the result.
+TEST(ChannelBudget, FromTheTopologyWithinTheLimits) {
+  Machine h100 = loadMachine("ibm_h100x8_vsi_width0.xml");
+  const RingSearch r = searchRings(h100.topo, 1);
+  ChannelBudget b = channelBudget(h100.topo, r, 1, 1, 32);
+  EXPECT_DOUBLE_EQ(b.capacity, 18 * 20.6);
+  EXPECT_EQ(b.searchChannels, 12);
+  EXPECT_DOUBLE_EQ(b.bwIntra, 30.0);
+  EXPECT_EQ(b.channels, 24);
+  EXPECT_EQ(channelBudget(h100.topo, r, 1, 1, 16).channels, 16) << "NCCL_MAX_NCHANNELS=16";
+  EXPECT_EQ(channelBudget(h100.topo, r, 1, 32, 32).channels, 32) << "NCCL_MIN_NCHANNELS=32";
+  // Across hosts: 25 GB/s per 200 Gb/s port, one rail per channel: 8 rails
+  // at 24 GB/s.
+  b = channelBudget(h100.topo, r, 2, 1, 32);
+  EXPECT_EQ(b.searchChannels, 8);
+  EXPECT_DOUBLE_EQ(b.bwInter, 24.0);
+  EXPECT_EQ(b.channels, 16);
+  // 400 Gb/s ports (NDv5): 7 channels at 48 GB/s; sm_90 across hosts above
+  // 45 GB/s per channel doubles the communicator's channels again.
+  Machine ndv5 = loadMachine("azure_ndv5_topo.xml");
+  b = channelBudget(ndv5.topo, searchRings(ndv5.topo, 1), 2, 1, 32);
+  EXPECT_EQ(b.searchChannels, 7);
+  EXPECT_DOUBLE_EQ(b.bwInter, 48.0);
+  EXPECT_EQ(b.channels, 28);
+  // A PCIe VM whose links read 12 GB/s: one ring fills them.
+  Machine ncv4 = loadMachine("azure_ncv4_topo.xml");
+  b = channelBudget(ncv4.topo, searchRings(ncv4.topo, 1), 1, 1, 32);
+  EXPECT_EQ(b.searchChannels, 1);
+  EXPECT_DOUBLE_EQ(b.bwIntra, 12.0);
+  EXPECT_EQ(b.channels, 2);
+}
+
+}  // namespace
+}  // namespace weft::graph
