@@ -33,7 +33,7 @@ std::vector<int> ranksOnMyHost(const Comm& comm) {
 // file's own lines (the model is built later from merged views).
 Result<std::unique_ptr<graph::XmlNode>> readTopoFile(const std::string& file) {
   auto xml = graph::readXmlFile(file);
-  if (!xml.ok()) return errorStatus(ncclInvalidArgument, "NCCL_TOPO_FILE=%s", xml.status().message().c_str());
+  if (!xml.ok()) return errorStatus(ncclInvalidArgument, "NCCL_TOPO_FILE: %s", xml.status().message().c_str());
   auto model = graph::topologyFromXml(*xml.value());
   if (!model.ok())
     return errorStatus(ncclInvalidArgument, "NCCL_TOPO_FILE=%s: %s", file.c_str(), model.status().message().c_str());
