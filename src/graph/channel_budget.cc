@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
 namespace weft::graph {
@@ -21,6 +22,7 @@ const std::vector<double> kInterSm100 = {96, 86,   80, 48, 45.1, 42, 40,  30,  2
 constexpr int kMaxSearchChannels = 16;  // NCCL: MAXCHANNELS / 2 for the ring graph
 constexpr int kMaxCommChannels = 32;    // NCCL: MAXCHANNELS
 constexpr double kDupFrom = 25.0, kDupSm90Below = 50.0, kSm90MultiHostDouble = 45.0;
+constexpr double kSlowerMustGain = 1.1;
 constexpr int kUnknownSm = 80;  // a file without sm attributes: plan as NCCL's default generation
 
 int slowestSm(const Topology& host) {
@@ -38,12 +40,50 @@ const std::vector<double>& speeds(int sm, bool inter) {
   return inter ? kInter : kIntra;
 }
 
-// The highest listed speed not above `capacity`; the capacity itself when
-// it is below every listed speed.
-double pickSpeed(const std::vector<double>& list, double capacity) {
-  for (double s : list)
-    if (s <= capacity) return s;
-  return capacity;
+// How many closed rings at `speed` the host's links carry: rings are laid
+// on the cycles in turn (as the search hands them to channels), each ring
+// hop taking `speed` from every directed link on its path, until a link
+// runs out (NCCL's search counts bandwidth the same way). At most `cap`.
+int ringsThatFit(const Topology& host, const std::vector<std::vector<int>>& cycles, double speed, int cap) {
+  const std::vector<int> gpus = host.nodesOf(NodeType::kGpu);
+  if (cycles.empty() || gpus.size() < 2) return cap;  // one GPU: no ring hop inside the host
+  std::map<std::pair<int, size_t>, double> left;      // (node, link) -> bandwidth left in that direction
+  std::vector<std::vector<std::vector<Hop>>> routes(cycles.size());
+  for (size_t c = 0; c < cycles.size(); ++c)
+    for (size_t i = 0; i < cycles[c].size(); ++i) {
+      const int a = gpus[static_cast<size_t>(cycles[c][i])];
+      const int b = gpus[static_cast<size_t>(cycles[c][(i + 1) % cycles[c].size()])];
+      routes[c].push_back(host.route(a, b));
+    }
+  const double eps = 1e-9;
+  for (int n = 0; n < cap; ++n) {
+    const auto& ring = routes[static_cast<size_t>(n) % routes.size()];
+    std::map<std::pair<int, size_t>, double> need;
+    for (const auto& hop : ring)
+      for (const Hop& h : hop) need[{h.node, h.link}] += speed;
+    for (const auto& [key, amount] : need) {
+      auto it = left.find(key);
+      const double have = it != left.end() ? it->second : host.links(key.first)[key.second].bw;
+      if (have + eps < amount) return n;
+    }
+    for (const auto& [key, amount] : need) {
+      auto it = left.find(key);
+      const double have = it != left.end() ? it->second : host.links(key.first)[key.second].bw;
+      left[key] = have - amount;
+    }
+  }
+  return cap;
+}
+
+// The widest path from a GPU to another GPU (NCCL's maxBw): no channel is
+// faster than it.
+double widestGpuPath(const Topology& host) {
+  const std::vector<int> gpus = host.nodesOf(NodeType::kGpu);
+  double widest = 0;
+  for (int a : gpus)
+    for (int b : gpus)
+      if (a != b) widest = std::max(widest, host.path(a, b).bw);
+  return gpus.size() < 2 ? kLocalBandwidth : widest;
 }
 
 // The NETs channels spread over (for each GPU as near as the host allows
@@ -79,16 +119,36 @@ ChannelBudget channelBudget(const Topology& host, const RingSearch& search, int 
   ChannelBudget b;
   const int sm = slowestSm(host);
   const bool inter = nnodes > 1;
-  b.capacity = search.bwPerChannel > 0 ? search.bwPerChannel : kLocalBandwidth;
+  std::vector<std::vector<int>> cycles = search.cycles;
+  if (cycles.empty())  // imposed rings: their distinct orders
+    for (const auto& ring : search.rings)
+      if (std::find(cycles.begin(), cycles.end(), ring) == cycles.end()) cycles.push_back(ring);
   int rails = 0;
   double railBw = 0;
   if (inter) railNets(host, &rails, &railBw);
-  const double perChannelCap = inter && rails > 0 ? std::min(b.capacity, railBw) : b.capacity;
-  const double speed = pickSpeed(speeds(sm, inter), perChannelCap);
-  int n = static_cast<int>(std::floor(b.capacity / speed + 1e-9));
-  if (inter && rails > 0) n = std::min(n, rails * static_cast<int>(std::floor(railBw / speed + 1e-9)));
-  n = std::clamp(n, 1, kMaxSearchChannels);
-  double bw = speed;
+  const double fastest = inter && rails > 0 ? std::min(widestGpuPath(host), railBw) : widestGpuPath(host);
+  // Every listed speed up to the fastest path; the one that moves the most
+  // in total wins, but a slower one must move 10% more to beat a faster one
+  // (fewer, fuller channels: each costs an SM and a ring's latency).
+  int bestN = 0;
+  double bestSpeed = 0;
+  const std::vector<double>& list = speeds(sm, inter);
+  std::vector<double> candidates;
+  for (double s : list)
+    if (s <= fastest + 1e-9) candidates.push_back(s);
+  if (candidates.empty()) candidates.push_back(fastest);  // slower than every listed speed
+  for (double s : candidates) {
+    int n = ringsThatFit(host, cycles, s, kMaxSearchChannels);
+    if (inter && rails > 0) n = std::min(n, rails * static_cast<int>(std::floor(railBw / s + 1e-9)));
+    if (n * s > kSlowerMustGain * bestN * bestSpeed + 1e-9) bestN = n, bestSpeed = s;
+  }
+  if (bestN == 0) {  // not one ring at the slowest listed speed: one ring at what its links give
+    bestN = 1;
+    bestSpeed = search.bwPerChannel > 0 ? std::min(candidates.back(), search.bwPerChannel) : candidates.back();
+  }
+  b.capacity = bestN * bestSpeed;
+  int n = bestN;
+  double bw = bestSpeed;
   const bool dup = bw >= kDupFrom && !(sm > 80 && bw < kDupSm90Below && n > 4);
   if (dup) {
     const int doubled = std::min(2 * n, kMaxSearchChannels);

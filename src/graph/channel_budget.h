@@ -2,16 +2,21 @@
 // each channel may carry, derived from the topology the way NCCL sizes its
 // ring graph, so that Weft's log and NCCL's compare line by line:
 //
-//  1. The ring capacity C: the bottleneck bandwidth (GB/s per direction) of
-//     the searched rings; across hosts also the NICs', one rail per channel.
-//  2. The per-channel speed: the highest figure of NCCL's speed list for the
-//     slowest GPU's generation (sm_90 and sm_100 have their own lists,
-//     single-host and multi-host lists differ) that the capacity can carry.
-//  3. Search channels = how many of those fit in C (at most 16), doubled
-//     with the speed halved when one channel would be too fast for one SM
-//     to drive (NCCL's rule: from 25 GB/s, except on sm_90+ from 5 channels
-//     below 50 GB/s). This is the "nChannels N, bw A/B" NCCL's GRAPH log
-//     prints, and the ring graph of NCCL_GRAPH_DUMP_FILE.
+//  1. Speeds: NCCL's per-channel speed list for the slowest GPU's
+//     generation (sm_90 and sm_100 have their own lists; single-host and
+//     multi-host lists differ), from the widest GPU-to-GPU path down.
+//  2. At each speed, how many closed rings the links carry: rings are laid
+//     on the searched cycles in turn, each hop taking the speed from every
+//     directed link of its path (an NVSwitch GPU's link carries 370.8 / 60
+//     = 6 rings at 60 GB/s; a four-GPU NVLink mesh spreads rings over its six
+//     directed cycles); across hosts also one rail's NIC per channel. The
+//     speed that moves the most in total wins (the faster on a tie), at
+//     most 16 rings.
+//  3. Search channels = that count, doubled with the speed halved when one
+//     channel would be too fast for one SM to drive (NCCL's rule: from
+//     25 GB/s, except on sm_90+ from 5 channels below 50 GB/s). This is the
+//     "nChannels N, bw A/B" NCCL's GRAPH log prints, and the ring graph of
+//     NCCL_GRAPH_DUMP_FILE.
 //  4. Communicator channels = twice the search channels (each ring runs on
 //     two channels, as in NCCL), doubled again on sm_90+ across hosts when
 //     one channel moves more than 45 GB/s and there are fewer than 16; then
@@ -32,9 +37,9 @@ struct ChannelBudget {
   int wanted = 0;          // (4.) before NCCL_MIN/MAX_NCHANNELS
 };
 
-// `search` is a search of `host` (its bwPerChannel is the rings'
-// bottleneck); `nnodes` the hosts of the communicator; channels are clamped
-// to [minChannels, maxChannels].
+// `search` is a search of `host` (its cycles are the rings'); `nnodes` the
+// hosts of the communicator; channels are clamped to [minChannels,
+// maxChannels].
 ChannelBudget channelBudget(const Topology& host, const RingSearch& search, int nnodes, int minChannels,
                             int maxChannels);
 

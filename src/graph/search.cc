@@ -257,6 +257,7 @@ RingSearch searchRings(const Topology& t, int channels, const SearchOptions& opt
     std::reverse(order.begin(), order.end());
     if (h.size() > 2) bases.push_back(order);  // the other direction uses the other half of each link
   }
+  r.cycles = bases;
   Opener opener(h, bases.size(), options.crossNic);
   for (int c = 0; c < channels; ++c) {
     const Opening o = h.size() > 0 ? opener.best(bases) : Opening{};

@@ -40,6 +40,7 @@ struct RingSearch {
   std::vector<std::vector<int>> rings;   // per channel: local GPU indices (order of nodesOf(kGpu))
   std::vector<std::vector<int>> chains;  // per channel: tree chain, head first (the ring order unless imposed)
   std::vector<int> netIn, netOut;        // per channel: NET nodes entered/left through (-1: none)
+  std::vector<std::vector<int>> cycles;  // the distinct cycles the rings are opened from
   double bwPerChannel = 0;               // bottleneck of the rings, GB/s
   PathType worstType = PathType::kLoc;   // worst path between ring neighbours
   bool nvlinkOnly = false;

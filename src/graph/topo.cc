@@ -106,6 +106,7 @@ void Topology::computePaths() {
       Path& p = row[dst];
       p.bw = dst == src ? kLocalBandwidth : best[dst].bw;
       p.hops = best[dst].hops;
+      p.prev = best[dst].parent;
       if (dst == src) {
         p.type = PathType::kLoc;
         continue;
@@ -138,6 +139,25 @@ const Path& Topology::path(int from, int to) const {
   static const Path kNone;
   const auto& row = paths_[static_cast<size_t>(from)];
   return row.empty() ? kNone : row[static_cast<size_t>(to)];
+}
+
+std::vector<Hop> Topology::route(int from, int to) const {
+  std::vector<Hop> hops;
+  if (from == to || path(from, to).type == PathType::kDis) return hops;
+  for (int x = to; x != from;) {
+    const int prev = path(from, x).prev;
+    if (prev < 0) return {};
+    // Of parallel links the widest, as the path search took it.
+    const auto& links = links_[static_cast<size_t>(prev)];
+    size_t pick = links.size();
+    for (size_t i = 0; i < links.size(); ++i)
+      if (links[i].to == x && (pick == links.size() || links[i].bw > links[pick].bw)) pick = i;
+    if (pick == links.size()) return {};
+    hops.push_back({prev, pick});
+    x = prev;
+  }
+  std::reverse(hops.begin(), hops.end());
+  return hops;
 }
 
 double cpuInterconnectBandwidth(const Node& cpu) {

@@ -61,6 +61,14 @@ struct Path {
   PathType type = PathType::kDis;
   double bw = 0;
   int hops = 0;
+  int prev = -1;  // the node before the destination on the path (-1: none)
+};
+
+// One directed hop of a route: from `node` over its link `link` (an index
+// into links(node)).
+struct Hop {
+  int node;
+  size_t link;
 };
 
 class Topology {
@@ -81,6 +89,9 @@ class Topology {
   // GPU and NET to every node; call after the last change.
   void computePaths();
   const Path& path(int from, int to) const;
+  // The links of the best path from a GPU or NET to `to`, in order (empty
+  // when there is none).
+  std::vector<Hop> route(int from, int to) const;
 
  private:
   std::vector<Node> nodes_;

@@ -386,7 +386,7 @@ TEST(ChannelBudget, FromTheTopologyWithinTheLimits) {
   Machine h100 = loadMachine("ibm_h100x8_vsi_width0.xml");
   const RingSearch r = searchRings(h100.topo, 1);
   ChannelBudget b = channelBudget(h100.topo, r, 1, 1, 32);
-  EXPECT_DOUBLE_EQ(b.capacity, 18 * 20.6);
+  EXPECT_DOUBLE_EQ(b.capacity, 6 * 60.0) << "6 rings at 60 GB/s fill 18 links of 20.6";
   EXPECT_EQ(b.searchChannels, 12);
   EXPECT_DOUBLE_EQ(b.bwIntra, 30.0);
   EXPECT_EQ(b.channels, 24);
@@ -411,6 +411,47 @@ TEST(ChannelBudget, FromTheTopologyWithinTheLimits) {
   EXPECT_EQ(b.searchChannels, 1);
   EXPECT_DOUBLE_EQ(b.bwIntra, 12.0);
   EXPECT_EQ(b.channels, 2);
+}
+
+}  // namespace
+}  // namespace weft::graph
+
+namespace weft::graph {
+namespace {
+
+// Machines whose NCCL run was published with their topology: NCCL 2.27.3 /
+// 2.29.7 logs and NCCL_GRAPH_DUMP_FILE graphs (sources in the fixtures'
+// README). On each, Weft's channels are no fewer and no slower, and NCCL's
+// graph file loads and imposes its rings.
+TEST(ChannelBudget, NoFewerAndNoSlowerThanNcclWherePublished) {
+  struct Published {
+    const char* topo;
+    const char* graph;
+    int searchChannels;  // "Pattern 4, ... nChannels N" / the ring graph's nchannels
+    double bw;           // its bw / speedintra
+    int channels;        // "Channel xx/yy"
+  };
+  const Published kPublished[] = {
+      {"perlmutter_a100x4_4nic.xml", "perlmutter_a100x4_graph.xml", 12, 20, 24},
+      {"hgx_h200x8_socket_nic.xml", "hgx_h200x8_graph.xml", 12, 30, 24},
+      {"hgx_b200x8_socket_nic.xml", "hgx_b200x8_graph.xml", 16, 45, 32},
+  };
+  for (const Published& p : kPublished) {
+    SCOPED_TRACE(p.topo);
+    Machine m = loadMachine(p.topo);
+    const RingSearch r = searchRings(m.topo, 1);
+    const ChannelBudget b = channelBudget(m.topo, r, 1, 1, 32);
+    EXPECT_GE(b.searchChannels, p.searchChannels);
+    EXPECT_GE(b.bwIntra, p.bw);
+    EXPECT_GE(b.channels, p.channels);
+    EXPECT_GE(b.searchChannels * b.bwIntra, p.searchChannels * p.bw) << "moves as much in total";
+    auto graphs = loadGraphFile(kDir + "/" + p.graph, m.topo);
+    ASSERT_TRUE(graphs.ok()) << graphs.status().message();
+    EXPECT_EQ(static_cast<int>(graphs.value().rings.size()), p.searchChannels);
+    const RingSearch imposed = imposeRings(m.topo, p.channels, graphs.value());
+    EXPECT_TRUE(imposed.nvlinkOnly);
+    EXPECT_DOUBLE_EQ(imposed.bwPerChannel, r.bwPerChannel) << "NCCL's rings and Weft's have one bottleneck";
+  }
 }
 
 }  // namespace
