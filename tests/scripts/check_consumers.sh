@@ -81,7 +81,9 @@ for tool in weft-demo weft-perf weft-topo weft-params; do
     echo "$tool resolves libnccl.so.2 to $resolved"; exit 1
   fi
 done
-"$prefix/bin/weft-params" | grep -q NCCL_DEBUG
+# Output captured first: grep -q quitting early would break the pipe (pipefail).
+params=$("$prefix/bin/weft-params")
+grep -q NCCL_DEBUG <<<"$params"
 "$prefix/bin/weft-topo" --json | python3 -c 'import json, sys; json.load(sys.stdin)'
 "$prefix/bin/weft-demo" -n 2 -i 2 -w 1 -e 4096 >"$work/demo.log" || { cat "$work/demo.log"; exit 1; }
 "$prefix/bin/weft-perf" allreduce -b 8 -e 4K -f 8 -np 2 -n 2 -w 1 >"$work/perf.log" || { cat "$work/perf.log"; exit 1; }
