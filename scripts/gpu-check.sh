@@ -5,15 +5,16 @@
 #      GPU they skip themselves, so this step proves nothing there);
 #   3. weft-perf allreduce on the cuda backend: 1 rank, and 4 ranks on GPU 0
 #      as threads (across processes that needs MPS);
-#   4. with NCCL_TESTS_SRC (a checkout of NVIDIA's nccl-tests): every
-#      nccl-tests binary against Weft, several ranks on GPU 0, and the
-#      comparison with CUDA's libnccl (bench/nccl-tests.sh --compare).
+#   4. with NCCL_TESTS_BINARIES (a directory of nccl-tests binaries you built
+#      against Weft; README, "nccl-tests"): every binary checked and run on
+#      Weft, several ranks on GPU 0, and the comparison with CUDA's libnccl
+#      (bench/nccl-tests.sh --compare).
 # Logs and a summary go to OUT (default build-gpu/results).
 #
-# usage: scripts/gpu-check.sh [NCCL_TESTS_SRC]
+# usage: scripts/gpu-check.sh [NCCL_TESTS_BINARIES]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-src=${1:-}
+binaries=${1:-}
 dir=build-gpu
 out=${OUT:-$dir/results}
 mkdir -p "$out"
@@ -37,8 +38,8 @@ for np in 1 4; do
   note "weft-perf allreduce cuda $np rank(s) on GPU 0: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-$np.log")"
 done
 
-if [ -n "$src" ]; then
-  bench/nccl-tests.sh "$src" --build-dir "$dir" --out "$out/nccl-tests" --compare >"$out/nccl-tests.log" 2>&1
+if [ -n "$binaries" ]; then
+  bench/nccl-tests.sh "$binaries" --build-dir "$dir" --out "$out/nccl-tests" --compare >"$out/nccl-tests.log" 2>&1
   note "nccl-tests: exit $?"
   tee -a "$summary" <"$out/nccl-tests/summary.txt" 2>/dev/null
 fi

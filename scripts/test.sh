@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite: the default build (with the CUDA
-# kernels when nvcc exists), then the suite again under AddressSanitizer +
-# UndefinedBehaviorSanitizer. --tsan runs it under ThreadSanitizer instead.
+# kernels when nvcc exists), its Debian packages checked as a user gets them,
+# then the suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# --tsan runs the suite under ThreadSanitizer instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 jobs=$(nproc)
+nvidiaLib=/usr/local/cuda/lib64   # NVIDIA's libnccl.so.2, when the toolkit ships it
 run_suite() {  # build-dir, cmake args...
   local dir=$1; shift
   cmake -S . -B "$dir" "$@" >/dev/null
@@ -17,8 +19,19 @@ if [ "${1:-}" = "--tsan" ]; then
   exit 0
 fi
 start=$(date +%s)
-run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# Explicit settings: scripts/demo.sh may have configured build/ for the host only.
+run_suite build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_ENABLE_CUDA=AUTO -DWEFT_BUILD_TESTS=ON
 echo "test.sh: default suite passed in $(( $(date +%s) - start )) s"
+
+# The .debs, unpacked into an empty directory: CMake and pkg-config consumers
+# built and run against it alone, the tools run from it, and a program built
+# against Weft run on NVIDIA's libnccl.so.2 by LD_LIBRARY_PATH.
+start=$(date +%s)
+tests/scripts/check_packages.sh build . "$nvidiaLib"
+echo "test.sh: packages checked in $(( $(date +%s) - start )) s"
+
+# Python package tests (python/): they run here, against build/.
+
 start=$(date +%s)
 run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=address -DWEFT_ENABLE_CUDA=OFF
 echo "test.sh: ASan+UBSan suite passed in $(( $(date +%s) - start )) s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The library exports exactly the API: nccl*, pnccl* and weft* functions;
 # every function nccl.h declares exists both as ncclX and pncclX.
-# Usage: check_exports.sh <libweft.so> <include/nccl.h>
+# Usage: check_exports.sh <libnccl.so.2> <include/nccl.h>
 set -euo pipefail
 trap 'echo "$0: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 lib=$1 header=$2
