@@ -19,8 +19,9 @@ namespace {
 // stores to the peers' lines complete while the caller goes on. Anything
 // else, and any call that does not qualify, takes the general path.
 ncclResult_t collectiveCall(const char* api, ncclComm_t comm, const CollArgs& args) noexcept {
-  logCall({api + 4, args.sendbuff, args.recvbuff, args.count, args.datatype, static_cast<int>(args.op), args.root, comm,
-           args.stream});
+  if (callLogging())
+    logCall({api + 4, args.sendbuff, args.recvbuff, args.count, args.datatype, static_cast<int>(args.op), args.root,
+             comm, args.stream});
   Comm* c = asComm(comm);
   if (c != nullptr && c->magic == kCommMagic && c->execMutex.tryEnterBiased()) {
     weft::Status status;
@@ -84,14 +85,14 @@ WEFT_NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvb
 
 WEFT_NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
               ncclComm_t comm, cudaStream_t stream) {
-  logCall({"Send", sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream});
+  if (callLogging()) logCall({"Send", sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream});
   return apiCall<false>("ncclSend", comm,
                         [&] { return enqueueP2p(comm, true, sendbuff, count, datatype, peer, stream); });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
               cudaStream_t stream) {
-  logCall({"Recv", nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream});
+  if (callLogging()) logCall({"Recv", nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream});
   return apiCall<false>("ncclRecv", comm,
                         [&] { return enqueueP2p(comm, false, recvbuff, count, datatype, peer, stream); });
 }
@@ -122,7 +123,7 @@ weft::Status checkTypeArg(ncclDataType_t datatype) {
 
 WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream) {
-  logCall({"AlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream});
+  if (callLogging()) logCall({"AlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream});
   return apiCall<false>("ncclAlltoAll", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(ensureUsable(comm));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
@@ -140,7 +141,7 @@ WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, 
 
 WEFT_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  logCall({"Gather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream});
+  if (callLogging()) logCall({"Gather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream});
   return apiCall<false>("ncclGather", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
@@ -158,7 +159,7 @@ WEFT_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, si
 
 WEFT_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  logCall({"Scatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream});
+  if (callLogging()) logCall({"Scatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream});
   return apiCall<false>("ncclScatter", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));

@@ -39,7 +39,7 @@ void showVersionOnce(weftBackend_t backend) {
   WEFT_LOG_(how, log::kAll, "%s", banner.c_str());
 }
 
-void logCallSlow(const CallRecord& c) {
+void logCall(const CallRecord& c) {
   if (c.comm == nullptr || !checkComm(c.comm).ok()) return;  // the call itself reports the bad comm
   Comm* comm = asComm(c.comm);
   const uint64_t opCount = comm->loggedCalls.fetch_add(1, std::memory_order_relaxed);

@@ -34,12 +34,12 @@ struct CallRecord {
   cudaStream_t stream;
 };
 
-void logCallSlow(const CallRecord& call);
+// Whether calls are logged (COLL at INFO, CALL at TRACE). Inline, and the
+// record is built only behind it: with logging off a call pays one load
+// and a branch, e.g. `if (callLogging()) logCall({...});`.
+inline bool callLogging() { return log::enabled(log::Level::kInfo, log::kColl | log::kCall); }
 
-// The check is inline: with logging off a call pays two loads and a branch.
-inline void logCall(const CallRecord& call) {
-  if (log::enabled(log::Level::kInfo, log::kColl | log::kCall)) logCallSlow(call);
-}
+[[gnu::cold, gnu::noinline]] void logCall(const CallRecord& call);
 
 // "Init timings - <api>: rank r nranks n total ... (kernels, alloc, ...)".
 void logInitTimings(const Comm& comm);
