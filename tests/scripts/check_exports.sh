@@ -16,7 +16,7 @@ fi
 # (comments mentioning a name are not declarations).
 declarations() {
   grep -oE '^\s*(ncclResult_t|const char\s*\*|void)\s+nccl[A-Z][A-Za-z0-9]*\s*\(' "$1" |
-    grep -oE 'nccl[A-Z][A-Za-z0-9]*' | sort -u
+    grep -oE 'nccl[A-Z][A-Za-z0-9]*\s*\($' | tr -d ' (' | sort -u
 }
 declared=$(declarations "$header")
 if [ -n "$newer" ]; then
