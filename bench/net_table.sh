@@ -21,7 +21,7 @@ export WEFT_BACKEND=host WEFT_RANKS_PER_NODE=1
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "n/a"}'; }
 perf() {  # name, weft-perf args...: appends "bytes time(us)" (out-of-place)
   local name=$1; shift
-  "$build/bin/weft-perf" "$@" | awk '/^ *[0-9]/ {print $1, $6}' >>"$tmp/$name"
+  "$build/bin/weft-perf" "$@" --median | awk '/^ *[0-9]/ {print $1, $6}' >>"$tmp/$name"
 }
 value() { awk -v b="$2" '$1 == b {print $2}' "$tmp/$1" | median; }
 

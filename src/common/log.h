@@ -1,6 +1,13 @@
-// Logging in NCCL's shape: `host:pid:tid [rank] NCCL INFO message`, driven by
-// NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE. The level check is one
-// relaxed atomic load, so disabled logging costs nothing measurable.
+// Logging in NCCL's shape, driven by NCCL_DEBUG, NCCL_DEBUG_SUBSYS and
+// NCCL_DEBUG_FILE:
+//   VERSION  the message alone (the version banner)
+//   WARN     host:pid:tid [rank] file.cc:line NCCL WARN message
+//   INFO     host:pid:tid [rank] NCCL INFO message
+//   TRACE    host:pid:tid [rank] ms file.cc:line NCCL TRACE message
+//   CALL     host:pid:tid NCCL CALL message (TRACE level, CALL subsystem)
+// [rank] is the communicator rank the thread works for ("-" when none).
+// The check is inline (two relaxed loads once initialised), so disabled
+// logging costs nothing measurable, also on the per-call paths.
 #pragma once
 
 #include <atomic>
@@ -27,11 +34,30 @@ enum Subsys : uint32_t {
   kAll = ~0u
 };
 
+namespace detail {
+// -1 until the environment has been read; then a Level.
+extern std::atomic<int> gLevel;
+extern std::atomic<uint32_t> gSubsys;
+bool enabledSlow(Level lvl, uint32_t subsys);
+}  // namespace detail
+
 // Reads the environment on first use; reset() re-reads it (ncclResetDebugInit).
 void reset();
 
 Level level();
-bool enabled(Level lvl, uint32_t subsys);
+
+// Whether a line of this level and subsystem would be written. VERSION and
+// WARN lines ignore the subsystem mask, as NCCL's do.
+inline bool enabled(Level lvl, uint32_t subsys) {
+  const int current = detail::gLevel.load(std::memory_order_acquire);
+  if (current < 0) return detail::enabledSlow(lvl, subsys);
+  if (static_cast<int>(lvl) > current) return false;
+  return lvl <= Level::kWarn || (detail::gSubsys.load(std::memory_order_relaxed) & subsys) != 0;
+}
+
+// Parses NCCL_DEBUG_SUBSYS syntax (comma list, leading ^ inverts, ALL);
+// unknown names are ignored, as NCCL does.
+uint32_t parseSubsys(const char* text);
 
 void write(Level lvl, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -54,11 +80,16 @@ class ScopedRank {
 
 }  // namespace weft::log
 
-#define WEFT_LOG_(lvl, subsys, ...)                                                                          \
-  do {                                                                                                       \
-    if (::weft::log::enabled(lvl, subsys)) ::weft::log::write(lvl, subsys, __FILE__, __LINE__, __VA_ARGS__); \
+#define WEFT_LOG_AT_(lvl, subsys, file, line, ...)                                                   \
+  do {                                                                                               \
+    if (::weft::log::enabled(lvl, subsys)) ::weft::log::write(lvl, subsys, file, line, __VA_ARGS__); \
   } while (0)
+#define WEFT_LOG_(lvl, subsys, ...) WEFT_LOG_AT_(lvl, subsys, __FILE__, __LINE__, __VA_ARGS__)
 
 #define WEFT_WARN(...) WEFT_LOG_(::weft::log::Level::kWarn, ::weft::log::kAll, __VA_ARGS__)
 #define WEFT_INFO(subsys, ...) WEFT_LOG_(::weft::log::Level::kInfo, subsys, __VA_ARGS__)
 #define WEFT_TRACE(subsys, ...) WEFT_LOG_(::weft::log::Level::kTrace, subsys, __VA_ARGS__)
+// A WARN line naming the place where a failed Status was created.
+#define WEFT_WARN_STATUS(status)                                                                     \
+  WEFT_LOG_AT_(::weft::log::Level::kWarn, ::weft::log::kAll, (status).file(), (status).line(), "%s", \
+               (status).message().c_str())

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <set>
 
 #include "common/log.h"
 
@@ -38,6 +39,20 @@ void loadConfFilesOnce() {
   });
 }
 
+// NCCL's ENV line for a variable the environment (or a configuration file)
+// sets, written the first time the variable is read. Integers end with a
+// full stop and show the parsed value, as NCCL's do.
+void reportSet(const char* name, const std::string& shown) {
+  if (!log::enabled(log::Level::kInfo, log::kEnv)) return;
+  static std::mutex mutex;
+  static std::set<std::string>* reported = new std::set<std::string>();  // outlives static destructors
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!reported->insert(name).second) return;
+  }
+  WEFT_INFO(log::kEnv, "%s set by environment to %s", name, shown.c_str());
+}
+
 int64_t readInt(const char* name, int64_t def) {
   std::optional<std::string> text = raw(name);
   if (!text || text->empty()) return def;
@@ -46,12 +61,15 @@ int64_t readInt(const char* name, int64_t def) {
     WEFT_WARN("%s=\"%s\" is not an integer; using the default %lld", name, text->c_str(), static_cast<long long>(def));
     return def;
   }
+  reportSet(name, std::to_string(*value) + ".");
   return *value;
 }
 
 std::string readStr(const char* name, const char* def) {
   std::optional<std::string> text = raw(name);
-  return text ? *text : std::string(def);
+  if (!text) return std::string(def);
+  reportSet(name, *text);
+  return *text;
 }
 
 }  // namespace

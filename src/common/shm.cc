@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/hash.h"
+#include "common/log.h"
 
 namespace weft {
 
@@ -73,6 +74,7 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, size_t bytes) {
     shm_unlink(name.c_str());
     return errorStatus(ncclSystemError, "mmap of %zu bytes of %s: %s", bytes, name.c_str(), strerror(err));
   }
+  WEFT_INFO(log::kAlloc | log::kShm, "shared memory %s Size %zu pointer %p", name.c_str(), bytes, data);
   ShmSegment seg;
   seg.data_ = data;
   seg.size_ = bytes;

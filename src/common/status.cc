@@ -5,8 +5,9 @@
 
 namespace weft {
 
-Status::Status(ncclResult_t code, std::string message) {
-  if (code != ncclSuccess) rep_ = std::make_shared<const Rep>(Rep{code, std::move(message)});
+Status::Status(CodeAt code, std::string message) {
+  if (code.code != ncclSuccess)
+    rep_ = std::make_shared<const Rep>(Rep{code.code, std::move(message), code.file, code.line});
 }
 
 const std::string& Status::message() const noexcept {
@@ -16,7 +17,7 @@ const std::string& Status::message() const noexcept {
 
 Status Status::withContext(const std::string& context) const {
   if (ok()) return *this;
-  return Status(code(), context + ": " + message());
+  return Status(CodeAt(code(), file(), line()), context + ": " + message());
 }
 
 std::string strFormatV(const char* fmt, va_list args) {
@@ -40,7 +41,7 @@ std::string strFormat(const char* fmt, ...) {
   return out;
 }
 
-Status errorStatus(ncclResult_t code, const char* fmt, ...) {
+Status errorStatus(CodeAt code, const char* fmt, ...) {
   va_list args;
   va_start(args, fmt);
   std::string message = strFormatV(fmt, args);

@@ -17,14 +17,28 @@
 
 namespace weft {
 
+// A result code together with the source line that produced it. Converted
+// implicitly from ncclResult_t at the call site, so that every failed Status
+// knows where it arose (a WARN line names that place, not the logger's).
+struct CodeAt {
+  CodeAt(ncclResult_t c, const char* f = __builtin_FILE(), int l = __builtin_LINE()) noexcept  // NOLINT: implicit
+      : code(c), file(f), line(l) {}
+  ncclResult_t code;
+  const char* file;
+  int line;
+};
+
 class [[nodiscard]] Status {
  public:
   Status() noexcept = default;
-  Status(ncclResult_t code, std::string message);
+  Status(CodeAt code, std::string message);
 
   bool ok() const noexcept { return rep_ == nullptr; }
   ncclResult_t code() const noexcept { return rep_ ? rep_->code : ncclSuccess; }
   const std::string& message() const noexcept;
+  // Where the failure was created (file as the compiler named it; "" and 0 when ok).
+  const char* file() const noexcept { return rep_ ? rep_->file : ""; }
+  int line() const noexcept { return rep_ ? rep_->line : 0; }
 
   // Returns a copy whose message starts with `context: `.
   Status withContext(const std::string& context) const;
@@ -33,6 +47,8 @@ class [[nodiscard]] Status {
   struct Rep {
     ncclResult_t code;
     std::string message;
+    const char* file;
+    int line;
   };
   // Shared so a Status is cheap to copy into async-error slots; null means ok.
   std::shared_ptr<const Rep> rep_;
@@ -42,7 +58,7 @@ std::string strFormat(const char* fmt, ...) __attribute__((format(printf, 1, 2))
 std::string strFormatV(const char* fmt, va_list args);
 
 // Builds a failed Status with a printf-style message.
-Status errorStatus(ncclResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+Status errorStatus(CodeAt code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
 inline Status okStatus() { return Status(); }
 

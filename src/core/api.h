@@ -1,5 +1,6 @@
 // The C ABI boundary. Every exported function is defined as pnccl<Name> with
-// nccl<Name> a weak alias (profilers may interpose either), and runs its
+// nccl<Name> a weak alias of it (a profiler or shim may define nccl<Name>
+// itself and reach Weft through pnccl<Name>), and runs its
 // body through apiCall: Status becomes ncclResult_t, the message becomes
 // the thread's last error (ncclGetLastError) and a WARN line, and no
 // exception ever crosses into C.
@@ -8,6 +9,7 @@
 #include <exception>
 #include <new>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "nccl.h"
 
@@ -36,8 +38,14 @@ class ApiCallScope {
   ncclComm_t counted_;  // null when the call is not on a live communicator
 };
 
-template <typename Body>
+// The CALL line of an entry point (TRACE level, CALL subsystem): its name and
+// communicator. Collective and point-to-point calls write their own, with
+// every argument (core/api_log.h), and pass kTraceCall false.
+void traceCall(const char* api, ncclComm_t comm);
+
+template <bool kTraceCall = true, typename Body>
 ncclResult_t apiCall(const char* api, ncclComm_t comm, Body&& body) noexcept {
+  if (kTraceCall && log::enabled(log::Level::kTrace, log::kCall)) traceCall(api, comm);
   const ApiCallScope scope(comm);
   try {
     Status status = body();

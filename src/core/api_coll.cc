@@ -2,6 +2,7 @@
 // ignored on the host backend: operations complete before returning, or at
 // the outermost ncclGroupEnd.
 #include "core/api.h"
+#include "core/api_log.h"
 #include "core/comm.h"
 #include "core/datatypes.h"
 #include "core/enqueue.h"
@@ -18,6 +19,9 @@ namespace {
 // stores to the peers' lines complete while the caller goes on. Anything
 // else, and any call that does not qualify, takes the general path.
 ncclResult_t collectiveCall(const char* api, ncclComm_t comm, const CollArgs& args) noexcept {
+  if (callLogging())
+    logCall({api + 4, args.sendbuff, args.recvbuff, args.count, args.datatype, static_cast<int>(args.op), args.root,
+             comm, args.stream});
   Comm* c = asComm(comm);
   if (c != nullptr && c->magic == kCommMagic && c->execMutex.tryEnterBiased()) {
     weft::Status status;
@@ -41,7 +45,7 @@ ncclResult_t collectiveCall(const char* api, ncclComm_t comm, const CollArgs& ar
       return finishApiCall(api, comm, status);
     }
   }
-  return apiCall(api, comm, [&] { return enqueueColl(comm, args); });
+  return apiCall<false>(api, comm, [&] { return enqueueColl(comm, args); });
 }
 
 }  // namespace
@@ -81,12 +85,16 @@ WEFT_NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvb
 
 WEFT_NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
               ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclSend", comm, [&] { return enqueueP2p(comm, true, sendbuff, count, datatype, peer, stream); });
+  if (callLogging()) logCall({"Send", sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream});
+  return apiCall<false>("ncclSend", comm,
+                        [&] { return enqueueP2p(comm, true, sendbuff, count, datatype, peer, stream); });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
               cudaStream_t stream) {
-  return apiCall("ncclRecv", comm, [&] { return enqueueP2p(comm, false, recvbuff, count, datatype, peer, stream); });
+  if (callLogging()) logCall({"Recv", nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream});
+  return apiCall<false>("ncclRecv", comm,
+                        [&] { return enqueueP2p(comm, false, recvbuff, count, datatype, peer, stream); });
 }
 
 namespace {
@@ -115,7 +123,8 @@ weft::Status checkTypeArg(ncclDataType_t datatype) {
 
 WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclAlltoAll", comm, [&]() -> weft::Status {
+  if (callLogging()) logCall({"AlltoAll", sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream});
+  return apiCall<false>("ncclAlltoAll", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(ensureUsable(comm));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
     const int nranks = asComm(comm)->nranks;
@@ -132,7 +141,8 @@ WEFT_NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, 
 
 WEFT_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclGather", comm, [&]() -> weft::Status {
+  if (callLogging()) logCall({"Gather", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream});
+  return apiCall<false>("ncclGather", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
     const Comm* c = asComm(comm);
@@ -149,7 +159,8 @@ WEFT_NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, si
 
 WEFT_NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
               int root, ncclComm_t comm, cudaStream_t stream) {
-  return apiCall("ncclScatter", comm, [&]() -> weft::Status {
+  if (callLogging()) logCall({"Scatter", sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream});
+  return apiCall<false>("ncclScatter", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkRoot(comm, root));
     WEFT_RETURN_IF_ERROR(checkTypeArg(datatype));
     const Comm* c = asComm(comm);

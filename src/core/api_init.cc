@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "core/api.h"
+#include "core/api_log.h"
 #include "core/comm.h"
 #include "core/cuda_backend.h"
 #include "core/group.h"
@@ -33,6 +34,7 @@ void markInitResult(Comm* comm, const Status& status) {
 // ncclCommInitAll names one.
 Status bindBackend(Comm* comm, int device) {
   WEFT_ASSIGN_OR_RETURN(comm->backend, chooseBackend());
+  showVersionOnce(comm->backend);
   comm->gpusVisible = cuda::deviceCount() > 0;
   if (comm->backend != weftBackendCuda) return okStatus();
   if (device < 0) {
@@ -92,13 +94,13 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   while (comm->apiCalls.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   if (!abort) {
     Status drained = drainProxy(comm);
-    if (!drained.ok()) WEFT_WARN("%s", drained.message().c_str());
+    if (!drained.ok()) WEFT_WARN_STATUS(drained);
   }
   Status idle = cudaWaitIdle(comm, abort);
   if (!idle.ok()) {
     // Kernels still hold the FIFOs, and poll the abort flag and write the
     // wait reports in the cuda state: leak both rather than free memory in use.
-    WEFT_WARN("%s", idle.message().c_str());
+    WEFT_WARN_STATUS(idle);
     new std::vector<Channel>(std::move(comm->channels));
     (void)comm->cuda.release();
   }

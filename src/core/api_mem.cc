@@ -58,6 +58,7 @@ weft::Status memAlloc(void** ptr, size_t size) {
   WEFT_ASSIGN_OR_RETURN(weftBackend_t backend, chooseBackend());
   if (backend == weftBackendCuda) {
     WEFT_ASSIGN_OR_RETURN(*ptr, weft::cuda::deviceAlloc(size));
+    WEFT_INFO(weft::log::kAlloc, "ncclMemAlloc: cudaMalloc Size %zu pointer %p", size, *ptr);
     return weft::okStatus();
   }
   void* p = nullptr;
@@ -67,6 +68,7 @@ weft::Status memAlloc(void** ptr, size_t size) {
   std::lock_guard<std::mutex> lock(allocations().mutex);
   allocations().live.insert(p);
   *ptr = p;
+  WEFT_INFO(weft::log::kAlloc, "ncclMemAlloc: host memory Size %zu pointer %p", rounded, p);
   return weft::okStatus();
 }
 

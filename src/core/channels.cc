@@ -40,9 +40,11 @@ std::vector<std::vector<int>> groupNodes(const Comm& comm) {
   return nodes;
 }
 
+// " 0 1 2 3", each rank right-aligned to the width of the largest (NCCL's ring lines).
 std::string listOf(const std::vector<int>& v) {
+  const int width = static_cast<int>(std::to_string(v.empty() ? 0 : v.size() - 1).size());
   std::string s;
-  for (int x : v) s += " " + std::to_string(x);
+  for (int x : v) s += strFormat(" %*d", width, x);
   return s;
 }
 
@@ -202,6 +204,7 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
 }  // namespace
 
 Status buildChannels(Comm* comm) {
+  const PhaseTimer timer(&comm->initTimes.graphs);
   auto filter = tuning::AlgoFilter::parse(param::algo());
   if (!filter.ok()) return filter.status();
   comm->algoFilter = filter.value();
@@ -233,6 +236,7 @@ Status buildChannels(Comm* comm) {
 }
 
 Status connectChannels(Comm* comm) {
+  const PhaseTimer timer(&comm->initTimes.connections);
   if (comm->nranks == 1) return okStatus();
   std::vector<ConnectNeed> needs;
   auto both = [&](int channel, int peer) {

@@ -16,6 +16,7 @@
 #include "core/bootstrap.h"
 #include "core/config.h"
 #include "core/exec_lock.h"
+#include "core/init_timings.h"
 #include "core/planner.h"
 #include "core/redop.h"
 #include "core/task.h"
@@ -155,6 +156,9 @@ struct Comm {
 
   std::mutex errorMutex;
   std::string lastError;
+
+  InitTimings initTimes;                 // phases of init, for the INFO line
+  std::atomic<uint64_t> loggedCalls{0};  // collective and p2p calls logged so far: the COLL lines' opCount
 };
 
 // Waits until the proxy has moved every step already handed to it (the last

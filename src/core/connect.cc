@@ -63,16 +63,40 @@ const transport::Transport* transportById(uint32_t id) {
   }
 }
 
+bool isShm(const transport::Transport* t) {
+  return t == &transport::shmTransport() || t == &transport::cudaShmTransport();
+}
+
+// The subsystem a connection's lines belong to, besides INIT.
+uint32_t subsysOf(const transport::Transport* t) {
+  if (t == &transport::netTransport()) return log::kNet;
+  return isShm(t) ? log::kShm : log::kP2p;
+}
+
+// The receiver chooses the transport and the sender follows its blob, so a
+// fallback decided here is seen by both ends. Shared memory that cannot be
+// had (no /dev/shm, no room, no permission) falls back to the network, as
+// NCCL does.
 Status setupRecv(const ConnectNeed& need) {
   Comm& comm = *need.comm;
   WEFT_ASSIGN_OR_RETURN(const transport::Transport* chosen, selectTransport(comm, need.peer));
   auto conn = std::make_unique<transport::Connection>();
   transport::ConnectBlob blob{};
-  WEFT_RETURN_IF_ERROR(chosen->setupRecv(linkOf(need), conn.get(), &blob));
+  Status made = chosen->setupRecv(linkOf(need), conn.get(), &blob);
+  if (!made.ok() && isShm(chosen) && made.code() == ncclSystemError) {
+    WEFT_INFO(log::kInit | log::kShm | log::kNet,
+              "Channel %02d: shared memory from rank %d failed (%s); using the network", need.channel, need.peer,
+              made.message().c_str());
+    chosen = &transport::netTransport();
+    conn = std::make_unique<transport::Connection>();
+    blob = transport::ConnectBlob{};
+    made = chosen->setupRecv(linkOf(need), conn.get(), &blob);
+  }
+  WEFT_RETURN_IF_ERROR(made);
   WEFT_RETURN_IF_ERROR(finishConnection(comm, conn.get()));
   WEFT_RETURN_IF_ERROR(comm.bootstrap->send(need.peer, connectTag(need.channel), &blob, sizeof(blob)));
-  WEFT_INFO(log::kInit, "Channel %02d : %d[%d] -> %d[%d] via %s", need.channel, need.peer, need.peer, comm.rank,
-            comm.rank, chosen->name());
+  WEFT_INFO(log::kInit | subsysOf(chosen), "Channel %02d : %d[%d] -> %d[%d] via %s", need.channel, need.peer, need.peer,
+            comm.rank, comm.rank, chosen->name());
   slot(need) = std::move(conn);
   return okStatus();
 }
@@ -128,10 +152,10 @@ Result<const transport::Transport*> selectCudaTransport(const Comm& comm, const 
     why = "the GPUs cannot reach each other's memory";
   }
   if (!topo.shmDisabled) return &transport::cudaShmTransport();
-  return errorStatus(ncclInvalidUsage,
-                     "no transport connects rank %d (GPU %s) and rank %d (GPU %s) on host %s: p2p is ruled out (%s) "
-                     "and NCCL_SHM_DISABLE=1",
-                     comm.rank, me.busId, other.rank, other.busId, me.hostname, why.c_str());
+  // As NCCL: without p2p and shared memory, ranks of one host use the network.
+  WEFT_INFO(log::kInit | log::kNet, "rank %d and rank %d: p2p is ruled out (%s) and NCCL_SHM_DISABLE=1: network",
+            comm.rank, other.rank, why.c_str());
+  return &transport::netTransport();
 }
 
 }  // namespace
@@ -153,9 +177,8 @@ Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) 
   const std::string why = p2pRuledOutBy(topo, pathBetween(topo, comm.rank, peer, graph::PathType::kPhb));
   if (me.processHash == other.processHash && why.empty()) return &transport::p2pTransport();
   if (!topo.shmDisabled) return &transport::shmTransport();
-  return errorStatus(
-      ncclInvalidUsage, "no transport connects rank %d and rank %d on host %s: NCCL_SHM_DISABLE=1 and %s", comm.rank,
-      peer, me.hostname, me.processHash != other.processHash ? "p2p needs both ranks in one process" : why.c_str());
+  // As NCCL: without p2p and shared memory, ranks of one host use the network.
+  return &transport::netTransport();
 }
 
 Status connectPeers(const std::vector<ConnectNeed>& needs) {

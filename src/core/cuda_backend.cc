@@ -42,6 +42,7 @@ Result<weftBackend_t> chooseBackend() {
 }
 
 Status cudaSetup(Comm* comm) {
+  const PhaseTimer timer(&comm->initTimes.alloc);
   auto state = std::make_unique<CudaState>();
   state->device = comm->cudaDev;
   cuda::DeviceGuard guard(state->device);
@@ -152,6 +153,7 @@ Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn) {
 }
 
 Status cudaMirrorChannels(Comm* comm) {
+  const PhaseTimer timer(&comm->initTimes.alloc);
   cuda::DeviceGuard guard(comm->cudaDev);
   const int device = comm->cudaDev;
   for (Channel& channel : comm->channels) {

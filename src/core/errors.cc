@@ -15,12 +15,16 @@ ncclResult_t finishApiCall(const char* api, ncclComm_t comm, const Status& statu
   if (status.code() == ncclInProgress) return ncclInProgress;
   std::string message = std::string(api) + ": " + status.message();
   tlsLastError = message;
+  int rank = log::currentRank();
   if (comm != nullptr && checkComm(comm).ok()) {
     Comm* c = asComm(comm);
     std::lock_guard<std::mutex> lock(c->errorMutex);
     c->lastError = message;
+    rank = c->rank;
   }
-  WEFT_WARN("%s", message.c_str());
+  const log::ScopedRank scoped(rank);
+  // The line names where the failure arose, not this function.
+  WEFT_LOG_AT_(log::Level::kWarn, log::kAll, status.file(), status.line(), "%s", message.c_str());
   return status.code();
 }
 
@@ -32,6 +36,10 @@ ApiCallScope::ApiCallScope(ncclComm_t comm) noexcept : counted_(nullptr) {
 
 ApiCallScope::~ApiCallScope() {
   if (counted_ != nullptr) asComm(counted_)->apiCalls.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void traceCall(const char* api, ncclComm_t comm) {
+  log::write(log::Level::kTrace, log::kCall, __FILE__, __LINE__, "%s(comm %p)", api, static_cast<void*>(comm));
 }
 
 const char* threadLastError() { return tlsLastError.c_str(); }

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/process.h"
+#include "core/api_log.h"
 #include "core/channels.h"
 #include "core/comm.h"
 #include "core/connect.h"
@@ -82,6 +83,7 @@ Proposal localProposal(const Comm& comm, int ranksSharingCores) {
 }
 
 Status exchangePeers(Comm* comm) {
+  const PhaseTimer timer(&comm->initTimes.allgathers);
   std::vector<InitRecord> records(static_cast<size_t>(comm->nranks));
   InitRecord& mine = records[static_cast<size_t>(comm->rank)];
   mine.info = localPeerInfo(*comm);
@@ -163,6 +165,7 @@ void setupWaiting(Comm* comm) {
 
 Status setupComm(Comm* comm) {
   log::ScopedRank scoped(comm->rank);
+  comm->initTimes.bootstrap = comm->initTimes.sinceBegin();
   cuda::DeviceGuard device(comm->cudaDev);
   WEFT_RETURN_IF_ERROR(exchangePeers(comm));
   WEFT_RETURN_IF_ERROR(checkBackends(*comm));
@@ -182,11 +185,13 @@ Status setupComm(Comm* comm) {
             static_cast<void*>(comm), comm->rank, comm->nranks, comm->localRanks,
             comm->backend == weftBackendCuda ? "cuda" : "host", comm->cudaDev, comm->channels.size(), comm->minChannels,
             static_cast<long long>(comm->stepBytes * device::kFifoSteps));
+  logInitTimings(*comm);
   return okStatus();
 }
 
 Status initComm(Comm* comm, const UniqueIdContents& id) {
   log::ScopedRank scoped(comm->rank);
+  comm->initTimes.begin = InitTimings::Clock::now();
   WEFT_INFO(log::kInit, "ncclCommInitRank comm %p rank %d nranks %d - Init START", static_cast<void*>(comm), comm->rank,
             comm->nranks);
   if (comm->rank == 0 && !param::commId().empty()) WEFT_RETURN_IF_ERROR(startRootForCommId(id));

@@ -129,6 +129,26 @@ void postNetSteps(Comm* comm, const Plan& plan) {
   }
 }
 
+// TRACE: what each channel of a launch runs, item by item.
+void traceWorkItems(const Comm& comm, const Plan& plan) {
+  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot"};
+  for (size_t c = 0; c < plan.channels.size(); ++c)
+    for (const device::WorkItem& item : plan.channels[c]) {
+      if (item.kind != device::WorkItem::Kind::kColl) {
+        WEFT_TRACE(log::kP2p, "rank %d channel %zu: send/recv work item", comm.rank, c);
+        continue;
+      }
+      const device::CollWork& w = item.coll;
+      WEFT_TRACE(log::kColl,
+                 "rank %d channel %zu: func %d algo %s count %llu, elements [%llu, %llu) chunk %llu sendbuff %p "
+                 "recvbuff %p",
+                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 3],
+                 static_cast<unsigned long long>(w.count), static_cast<unsigned long long>(w.channelStart),
+                 static_cast<unsigned long long>(w.channelStart + w.channelCount),
+                 static_cast<unsigned long long>(w.chunkElems), w.sendbuff, static_cast<void*>(w.recvbuff));
+    }
+}
+
 void clearTasks(Comm* comm) {
   comm->collTasks.clear();
   comm->p2pTasks.clear();
@@ -208,6 +228,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
     markFlatConnected(comms[i], plan);
     bindP2p(comms[i], &plan, false);
     postNetSteps(comms[i], plan);  // before anything (a worker, a kernel) waits on these steps
+    if (log::enabled(log::Level::kTrace, log::kColl | log::kP2p)) traceWorkItems(*comms[i], plan);
     if (comms[i]->backend == weftBackendCuda) {
       bindP2p(comms[i], &plan, true);  // kernels read the device copies of the ends
       cudaComms.push_back(comms[i]);

@@ -63,6 +63,7 @@ Status splitComm(Comm* parent, int color, int key, const CommConfig& config, Com
   comm->gpusVisible = parent->gpusVisible;
   comm->cudaDev = parent->cudaDev;
   comm->commHash = hashBytes(&secret, sizeof(secret));
+  comm->initTimes.api = "ncclCommSplit";
   auto bootstrap = Bootstrap::fromAddresses(newRank, std::move(addresses), std::move(listen), secret, &comm->abortFlag);
   if (!bootstrap.ok()) return bootstrap.status();
   comm->bootstrap = std::move(bootstrap).value();

@@ -229,6 +229,7 @@ void dumpIfAsked(const Comm& comm, const CommTopology& t) {
 }  // namespace
 
 Result<std::shared_ptr<const CommTopology>> buildCommTopology(Comm* comm, const std::vector<int>& nodeRanks) {
+  const PhaseTimer timer(&comm->initTimes.topo);
   auto built = comm->backend == weftBackendCuda ? cudaTopology(comm) : hostTopology(comm, nodeRanks);
   if (!built.ok()) return built.status();
   std::shared_ptr<CommTopology> t = std::move(built).value();

@@ -173,8 +173,9 @@ Result<bool> ProgressEngine::progressRecv(NetLink& l) {
 
 void ProgressEngine::retireOps(LinkWork& work) {
   while (!work.ops.empty() && work.ops.front().endStep <= work.link->completed) {
-    WEFT_TRACE(log::kProxy, "proxy of rank %d: op %llu done on channel %d %s rank %d", rank_, static_cast<unsigned long long>(
-                   work.ops.front().id), work.link->channel, work.link->isSend ? "to" : "from", work.link->peer);
+    WEFT_TRACE(log::kProxy, "proxy of rank %d: op %llu done on channel %d %s rank %d", rank_,
+               static_cast<unsigned long long>(work.ops.front().id), work.link->channel,
+               work.link->isSend ? "to" : "from", work.link->peer);
     work.ops.pop_front();
     outstanding_.fetch_sub(1, std::memory_order_release);
   }
@@ -206,7 +207,7 @@ Result<bool> ProgressEngine::progressLocked() {
         std::lock_guard<std::mutex> lock(mutex_);
         if (failure_.ok()) failure_ = step.status();
       }
-      WEFT_WARN("%s", step.status().message().c_str());
+      WEFT_WARN_STATUS(step.status());
       if (failedFlag_) failedFlag_->store(1, std::memory_order_release);
       return step.status();
     }
@@ -224,9 +225,7 @@ void ProgressEngine::loop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      auto stuck = [&] {
-        return !failure_.ok() || (abortFlag_ && abortFlag_->load(std::memory_order_relaxed));
-      };
+      auto stuck = [&] { return !failure_.ok() || (abortFlag_ && abortFlag_->load(std::memory_order_relaxed)); };
       if (stop_) return;
       if (idle() || stuck()) {
         // Nothing to move (or nothing can move any more): sleep until a post or stop.

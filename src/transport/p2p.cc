@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "common/hash.h"
+#include "common/log.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
@@ -58,6 +59,8 @@ class P2pTransport final : public Transport {
       return errorStatus(ncclSystemError, "cannot allocate %zu bytes of FIFO memory for channel %d from rank %d", bytes,
                          link.channel, link.peer);
     std::memset(base, 0, bytes);
+    WEFT_INFO(log::kAlloc, "channel %d: FIFO from rank %d, host memory Size %zu pointer %p", link.channel, link.peer,
+              bytes, base);
     std::shared_ptr<void> memory(base, [](void* p) { std::free(p); });
     P2pBlob payload{registry().put(memory), base};
     blob->transportId = static_cast<uint32_t>(id());

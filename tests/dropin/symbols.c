@@ -8,6 +8,7 @@
  * addresses is null and that the version call answers. */
 #include <nccl.h>
 #include <stdio.h>
+#include <string.h>
 
 typedef void (*AnyFunction)(void);
 #define ENTRY(f) {#f, (AnyFunction)(f)}
@@ -42,6 +43,13 @@ int main(void) {
   int version = 0;
   if (ncclGetVersion(&version) != ncclSuccess || version < 22700) {
     printf("ncclGetVersion: %d\n", version);
+    return 1;
+  }
+  /* A 2.28 function Weft does not implement answers, with a reason. */
+  ncclResult_t revoked = ncclCommRevoke(NULL, 0);
+  const char* why = ncclGetLastError(NULL);
+  if (revoked != ncclInvalidUsage || why == NULL || strstr(why, "ncclCommRevoke") == NULL) {
+    printf("ncclCommRevoke: result %d, last error \"%s\"\n", (int)revoked, why ? why : "(null)");
     return 1;
   }
   printf("%zu functions of NVIDIA's nccl.h resolved in Weft's library (version %d)\n",

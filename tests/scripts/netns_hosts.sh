@@ -61,4 +61,29 @@ for coll in allreduce allgather reducescatter broadcast alltoall; do
     fi
   done
 done
+# Without a shared file system: every host gets a private /tmp, and the
+# ranks meet at rank 0's address (NCCL_COMM_ID), with rank and size from a
+# launcher's variables (Open MPI's, PMI's and Slurm's, one family per rank).
+launcher_env() {  # rank -> "NAME=rank NAME=size"
+  case $(($1 % 3)) in
+    0) echo "OMPI_COMM_WORLD_RANK=$1 OMPI_COMM_WORLD_SIZE=$n" ;;
+    1) echo "PMI_RANK=$1 PMI_SIZE=$n" ;;
+    2) echo "SLURM_PROCID=$1 SLURM_NTASKS=$n" ;;
+  esac
+}
+pids=()
+for ((i = 0; i < n; i++)); do
+  # shellcheck disable=SC2046  # the variables split into words on purpose
+  ip netns exec "${tag}h$i" sh -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' sh \
+    env $(launcher_env $i) NCCL_COMM_ID=10.251.0.1:29555 NCCL_HOSTID="${tag}h$i" NCCL_SOCKET_IFNAME="=${tag}e$i" \
+    WEFT_TIMEOUT=60 WEFT_BOOTSTRAP_TIMEOUT=60 "$perf" allreduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 >"$work/env$i" 2>&1 &
+  pids+=($!)
+done
+for ((i = 0; i < n; i++)); do wait "${pids[$i]}" || status=1; done
+echo "== allreduce, NCCL_COMM_ID and private /tmp per host: rank 0 output"
+cat "$work/env0"
+if [ $status != 0 ] || ! grep -q "Out of bounds values : 0 OK" "$work/env0"; then
+  for ((i = 1; i < n; i++)); do echo "== rank $i"; cat "$work/env$i"; done
+  exit 1
+fi
 echo "netns: every collective passed across $n namespaces"

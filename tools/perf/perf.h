@@ -11,10 +11,21 @@
 
 namespace weft::perf {
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAlltoAll, kGather, kScatter, kSendRecv };
+enum class Coll {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSendRecv
+};
 enum class Output { kTable, kJson, kCsv };
 
-// -o premulsum: a PreMulSum op (scalar 2, host immediate) created per call.
+// -o mulsum (nccl-tests' name; premulsum is accepted too): a PreMulSum op
+// (scalar 2, host immediate) created per call.
 constexpr ncclRedOp_t kPreMulSum = static_cast<ncclRedOp_t>(ncclNumOps);
 
 struct Options {
@@ -26,13 +37,18 @@ struct Options {
   int iters = 20;
   int warmup = 1;
   int check = 1;
-  int average = 1;   // 0 rank 0, 1 mean, 2 min, 3 max across ranks
-  int blocking = 0;  // 0: one wait per batch (cuda), 1/2: wait after every operation
+  int average = 1;       // 0 rank 0, 1 mean, 2 min, 3 max across ranks
+  int blocking = 0;      // 0: one wait per batch (cuda), 1/2: wait after every operation
+  int aggIters = 1;      // -m: operations per iteration, aggregated in one group
+  bool median = false;   // --median: per-iteration times and their median instead of the batch mean
+  int timeoutSec = 0;    // -T: a size that takes longer fails the run (0: no limit)
+  int parallelInit = 0;  // -p: ranks of this process initialise concurrently (threads) or in one group
   std::vector<ncclRedOp_t> ops{ncclSum};
   std::vector<ncclDataType_t> types{ncclFloat};
   std::vector<int> roots{0};
-  int np = 0;  // >0: spawn this many local ranks
+  int np = 0;  // >0: spawn this many local ranks (processes, or threads with --threads)
   bool threads = false;
+  int threadsPerProcess = 1;  // -t: ranks (threads) per process; with -np N processes, N x t ranks
   Output output = Output::kTable;
   std::string idFile;  // external launchers: where rank 0 leaves the unique id
 };

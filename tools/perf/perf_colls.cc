@@ -11,9 +11,9 @@ namespace weft::perf {
 namespace {
 
 const CollInfo kInfos[] = {
-    {"allreduce", true, false, true},      {"allgather", false, false, true}, {"reducescatter", true, false, true},
-    {"broadcast", false, true, true},      {"reduce", true, true, true},      {"alltoall", false, false, false},
-    {"gather", false, true, false},        {"scatter", false, true, false},   {"sendrecv", false, false, false}};
+    {"allreduce", true, false, true}, {"allgather", false, false, true}, {"reducescatter", true, false, true},
+    {"broadcast", false, true, true}, {"reduce", true, true, true},      {"alltoall", false, false, false},
+    {"gather", false, true, false},   {"scatter", false, true, false},   {"sendrecv", false, false, false}};
 
 // Calls f with a value of the element type (for its type only).
 template <typename F>
@@ -66,11 +66,16 @@ double loadElem(ncclDataType_t type, const void* base, size_t i) {
   withType(type, [&](auto zero) {
     using T = decltype(zero);
     const T v = static_cast<const T*>(base)[i];
-    if constexpr (std::is_same_v<T, weft::device::half_t>) out = weft::device::halfToFloat(v);
-    else if constexpr (std::is_same_v<T, weft::device::bfloat16_t>) out = weft::device::bfloat16ToFloat(v);
-    else if constexpr (std::is_same_v<T, weft::device::fp8e4m3_t>) out = weft::device::fp8e4m3ToFloat(v);
-    else if constexpr (std::is_same_v<T, weft::device::fp8e5m2_t>) out = weft::device::fp8e5m2ToFloat(v);
-    else out = static_cast<double>(v);
+    if constexpr (std::is_same_v<T, weft::device::half_t>)
+      out = weft::device::halfToFloat(v);
+    else if constexpr (std::is_same_v<T, weft::device::bfloat16_t>)
+      out = weft::device::bfloat16ToFloat(v);
+    else if constexpr (std::is_same_v<T, weft::device::fp8e4m3_t>)
+      out = weft::device::fp8e4m3ToFloat(v);
+    else if constexpr (std::is_same_v<T, weft::device::fp8e5m2_t>)
+      out = weft::device::fp8e5m2ToFloat(v);
+    else
+      out = static_cast<double>(v);
   });
   return out;
 }
@@ -91,8 +96,10 @@ double reduceRef(ncclDataType_t type, ncclRedOp_t op, int nranks, size_t i) {
   double best = inputValue(op, 0, i);
   for (int r = 0; r < nranks; ++r) {
     const double v = inputValue(op, r, i) * (op == kPreMulSum ? 2 : 1);
-    if (op == ncclProd) acc *= static_cast<uint64_t>(v), facc *= v;
-    else acc += static_cast<uint64_t>(v), facc += v;
+    if (op == ncclProd)
+      acc *= static_cast<uint64_t>(v), facc *= v;
+    else
+      acc += static_cast<uint64_t>(v), facc += v;
     best = op == ncclMax ? std::max(best, v) : std::min(best, v);
   }
   if (op == ncclMax || op == ncclMin) return best;
@@ -123,13 +130,13 @@ double CollInfo::busFactor(int n) const {
 const CollInfo& collInfo(Coll coll) { return kInfos[static_cast<int>(coll)]; }
 
 const char* typeName(ncclDataType_t t) {
-  static const char* kNames[] = {"int8",  "uint8", "int32",  "uint32",   "int64",  "uint64",
-                                 "half",  "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
+  static const char* kNames[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                 "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return t >= 0 && t < ncclNumTypes ? kNames[t] : "?";
 }
 
 const char* opName(ncclRedOp_t op) {
-  static const char* kNames[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  static const char* kNames[] = {"sum", "prod", "max", "min", "avg", "mulsum"};  // nccl-tests' names
   return op >= 0 && op <= kPreMulSum ? kNames[op] : "?";
 }
 
@@ -143,8 +150,10 @@ Counts countsFor(Coll coll, size_t bytes, ncclDataType_t type, int n) {
   const size_t elems = bytes / typeSize(type);
   const size_t nr = static_cast<size_t>(n);
   switch (coll) {
-    case Coll::kAllGather: case Coll::kGather: return {elems / nr, elems / nr, elems / nr * nr};
-    case Coll::kReduceScatter: case Coll::kScatter: return {elems / nr, elems / nr * nr, elems / nr};
+    case Coll::kAllGather:
+    case Coll::kGather: return {elems / nr, elems / nr, elems / nr * nr};
+    case Coll::kReduceScatter:
+    case Coll::kScatter: return {elems / nr, elems / nr * nr, elems / nr};
     case Coll::kAlltoAll: return {elems / nr, elems / nr * nr, elems / nr * nr};
     default: return {elems, elems, elems};
   }
@@ -214,12 +223,12 @@ int64_t checkColl(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t o
   for (size_t i = 0; i < elems; ++i) {
     double want = 0;
     switch (coll) {
-      case Coll::kAllReduce: case Coll::kReduce: want = reduceRef(type, op, nranks, i); break;
+      case Coll::kAllReduce:
+      case Coll::kReduce: want = reduceRef(type, op, nranks, i); break;
       case Coll::kReduceScatter: want = reduceRef(type, op, nranks, me * c.count + i); break;
       case Coll::kBroadcast: want = inputValue(op, root, i); break;
-      case Coll::kAllGather: case Coll::kGather:
-        want = inputValue(op, static_cast<int>(i / c.count), i % c.count);
-        break;
+      case Coll::kAllGather:
+      case Coll::kGather: want = inputValue(op, static_cast<int>(i / c.count), i % c.count); break;
       case Coll::kAlltoAll: want = inputValue(op, static_cast<int>(i / c.count), me * c.count + i % c.count); break;
       case Coll::kScatter: want = inputValue(op, root, me * c.count + i); break;
       case Coll::kSendRecv: want = inputValue(op, static_cast<int>((me + n - 1) % n), i); break;

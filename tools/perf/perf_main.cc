@@ -14,6 +14,10 @@
 
 #include "perf/perf.h"
 
+#if WEFT_PERF_MPI
+#include <mpi.h>
+#endif
+
 namespace weft::perf {
 namespace {
 
@@ -30,17 +34,48 @@ bool runWithId(const Options& opt, const ncclUniqueId& id, int rank, int nranks)
   return ok;
 }
 
+// Ranks first..first+count-1 of nranks, made by this thread in one group
+// (as nccl-tests does without -p).
+bool initInGroup(const ncclUniqueId& id, int first, int count, int nranks, std::vector<ncclComm_t>* comms) {
+  comms->assign(static_cast<size_t>(count), nullptr);
+  ncclResult_t rc = ncclGroupStart();
+  for (int i = 0; i < count && rc == ncclSuccess; ++i) rc = ncclCommInitRank(&(*comms)[i], nranks, id, first + i);
+  const ncclResult_t ended = ncclGroupEnd();
+  if (rc == ncclSuccess) rc = ended;
+  if (rc != ncclSuccess)
+    std::fprintf(stderr, "weft-perf: ncclCommInitRank of ranks %d..%d in a group: %s: %s\n", first, first + count - 1,
+                 ncclGetErrorString(rc), ncclGetLastError(nullptr));
+  return rc == ncclSuccess;
+}
+
+// Runs ranks first..first+count-1 of nranks as threads of this process.
+// -p 1: each thread makes its communicator; -p 0: this thread makes them all.
+bool runThreads(const Options& opt, const ncclUniqueId& id, int first, int count, int nranks) {
+  if (count == 1) return runWithId(opt, id, first, nranks);
+  std::vector<char> ok(static_cast<size_t>(count), 0);
+  std::vector<std::thread> threads;
+  std::vector<ncclComm_t> comms;
+  if (opt.parallelInit == 0) {
+    if (!initInGroup(id, first, count, nranks, &comms)) return false;
+    for (int i = 0; i < count; ++i)
+      threads.emplace_back([&, i] {
+        ok[static_cast<size_t>(i)] = runRank(opt, comms[static_cast<size_t>(i)], first + i, nranks);
+        ncclCommDestroy(comms[static_cast<size_t>(i)]);
+      });
+  } else {
+    for (int i = 0; i < count; ++i)
+      threads.emplace_back([&, i] { ok[static_cast<size_t>(i)] = runWithId(opt, id, first + i, nranks); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (char c : ok)
+    if (!c) return false;
+  return true;
+}
+
 int spawnThreads(const Options& opt) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-  std::vector<char> ok(static_cast<size_t>(opt.np), 0);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < opt.np; ++r)
-    threads.emplace_back([&, r] { ok[static_cast<size_t>(r)] = runWithId(opt, id, r, opt.np); });
-  for (std::thread& t : threads) t.join();
-  for (char c : ok)
-    if (!c) return 1;
-  return 0;
+  return runThreads(opt, id, 0, opt.np, opt.np) ? 0 : 1;
 }
 
 // Child 0 makes the id and hands it to the others through a pipe, so this
@@ -62,7 +97,8 @@ int spawnProcesses(const Options& opt) {
       } else if (read(idPipe[0], &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) {
         _exit(3);
       }
-      const bool ok = runWithId(opt, id, r, opt.np);
+      const bool ok =
+          runThreads(opt, id, r * opt.threadsPerProcess, opt.threadsPerProcess, opt.np * opt.threadsPerProcess);
       std::fflush(nullptr);
       _exit(ok ? 0 : 1);
     }
@@ -120,12 +156,15 @@ int runUnderLauncher(const Options& opt, int rank, int nranks) {
   ncclUniqueId id;
   if (std::getenv("NCCL_COMM_ID")) {  // the library's own rendezvous: every rank asks
     if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    return runWithId(opt, id, rank, nranks) ? 0 : 1;
+    const int t = opt.threadsPerProcess;
+    return runThreads(opt, id, rank * t, t, nranks * t) ? 0 : 1;
   }
   const std::string path = idFilePath(opt);
   if (path.empty()) {
-    std::fprintf(stderr, "weft-perf: rank %d of %d: no way to share the unique id; pass --id-file F (a path all "
-                 "ranks see), set WEFT_PERF_ID_FILE, or set NCCL_COMM_ID=host:port\n", rank, nranks);
+    std::fprintf(stderr,
+                 "weft-perf: rank %d of %d: no way to share the unique id; pass --id-file F (a path all "
+                 "ranks see), set WEFT_PERF_ID_FILE, or set NCCL_COMM_ID=host:port\n",
+                 rank, nranks);
     return 2;
   }
   if (rank == 0) {
@@ -148,18 +187,31 @@ int runUnderLauncher(const Options& opt, int rank, int nranks) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  ncclComm_t comm = nullptr;
-  ncclResult_t rc = ncclCommInitRank(&comm, nranks, id, rank);
-  if (rank == 0) std::remove(path.c_str());  // every rank has joined (or failed)
-  if (rc != ncclSuccess) {
-    std::fprintf(stderr, "weft-perf: rank %d: ncclCommInitRank: %s: %s\n", rank, ncclGetErrorString(rc),
-                 ncclGetLastError(nullptr));
-    return 1;
-  }
-  const bool ok = runRank(opt, comm, rank, nranks);
-  ncclCommDestroy(comm);
+  const int t = opt.threadsPerProcess;
+  const bool ok = runThreads(opt, id, rank * t, t, nranks * t);
+  if (rank == 0) std::remove(path.c_str());  // every rank has joined long since (or failed)
   return ok ? 0 : 1;
 }
+
+#if WEFT_PERF_MPI
+// One rank per MPI process: rank 0 makes the unique id and MPI broadcasts
+// it, as nccl-tests' MPI build does; no file or address is shared otherwise.
+int runUnderMpi(const Options& opt) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  ncclUniqueId id{};
+  int made = rank != 0 || ncclGetUniqueId(&id) == ncclSuccess;
+  MPI_Bcast(&made, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!made) {
+    if (rank == 0) std::fprintf(stderr, "weft-perf: ncclGetUniqueId: %s\n", ncclGetLastError(nullptr));
+    return 1;
+  }
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  const int t = opt.threadsPerProcess;
+  return runThreads(opt, id, rank * t, t, size * t) ? 0 : 1;
+}
+#endif
 
 }  // namespace
 }  // namespace weft::perf
@@ -168,11 +220,24 @@ int main(int argc, char** argv) {
   using namespace weft::perf;
   Options opt;
   int exitCode = 0;
+#if WEFT_PERF_MPI
+  MPI_Init(&argc, &argv);
+  if (!parseOptions(argc, argv, &opt, &exitCode)) return MPI_Finalize(), exitCode;
+  if (opt.np == 0) {  // ranks come from mpirun
+    exitCode = runUnderMpi(opt);
+    int worst = exitCode;
+    MPI_Allreduce(&exitCode, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return worst;
+  }
+  MPI_Finalize();
+#else
   if (!parseOptions(argc, argv, &opt, &exitCode)) return exitCode;
+#endif
   if (opt.np > 0) return opt.threads ? spawnThreads(opt) : spawnProcesses(opt);
   int rank = 0, nranks = 1;
   if (launcherRank(&rank, &nranks) && nranks > 1) return runUnderLauncher(opt, rank, nranks);
-  opt.np = 1;
+  opt.np = opt.threadsPerProcess;  // one process: -t threads
   opt.threads = true;
   return spawnThreads(opt);
 }

@@ -20,13 +20,23 @@ const char kUsage[] =
     "  -n, --iters N         timed iterations per size (default 20)\n"
     "  -w, --warmup_iters N  untimed iterations first (default 1)\n"
     "  -c, --check N         check results before timing (default 1; 0 skips)\n"
-    "  -o, --op OP           sum, prod, max, min, avg, premulsum or all (default sum)\n"
+    "  -o, --op OP           sum, prod, max, min, avg, mulsum (PreMulSum; premulsum also accepted)\n"
+    "                        or all (default sum)\n"
     "  -d, --datatype T      int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 f8e4m3 f8e5m2\n"
     "                        or all (default float)\n"
     "  -r, --root R          root rank, or all (default 0)\n"
     "  -a, --average A       time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 1)\n"
     "  -z, --blocking Z      0: wait once per batch (cuda); 1, 2: wait after each operation (default 0)\n"
+    "  -m, --agg_iters M     operations aggregated in one group per iteration (default 1)\n"
+    "  -T, --timeout S       fail when one size takes longer than S seconds (default 0: no limit)\n"
+    "  -p, --parallel_init P 1: the threads of a process create their communicators concurrently\n"
+    "                        (default 0: the process creates them all in one group)\n"
+    "  --median              time each iteration and report the median (default: the mean, as nccl-tests)\n"
     "  -np N                 launch N local ranks (processes; --threads for threads)\n"
+    "  -t, --nthreads T      ranks (threads) per process (default 1): -np N gives N x T ranks, and so does\n"
+    "                        a launcher starting N processes\n"
+    "  -g, --ngpus G         ranks per thread: only 1 (use -t)\n"
+    "  -G, --cudagraph N     CUDA graph replays: only 0 (not supported yet)\n"
     "  --threads             ranks as threads of this process\n"
     "  --json | --csv        machine-readable output instead of the table\n"
     "  --id-file F           external launchers: rank 0 writes the unique id to F, others read it\n"
@@ -38,9 +48,21 @@ bool parseSize(const char* text, size_t* out) {
   double v = std::strtod(text, &end);
   if (end == text || v < 0) return false;
   switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024.0 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024.0 * 1024;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      ++end;
+      break;
     default: break;
   }
   if (*end != '\0') return false;
@@ -57,7 +79,10 @@ bool parseInt(const char* text, int* out) {
 }
 
 bool parseColl(const std::string& name, Coll* out) {
-  static const struct { const char* name; Coll coll; } kNames[] = {
+  static const struct {
+    const char* name;
+    Coll coll;
+  } kNames[] = {
       {"allreduce", Coll::kAllReduce}, {"allgather", Coll::kAllGather}, {"reducescatter", Coll::kReduceScatter},
       {"broadcast", Coll::kBroadcast}, {"reduce", Coll::kReduce},       {"alltoall", Coll::kAlltoAll},
       {"gather", Coll::kGather},       {"scatter", Coll::kScatter},     {"sendrecv", Coll::kSendRecv}};
@@ -70,7 +95,7 @@ bool parseOps(const std::string& name, std::vector<ncclRedOp_t>* out) {
   const ncclRedOp_t all[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg, kPreMulSum};
   out->clear();
   for (ncclRedOp_t op : all)
-    if (name == "all" || name == opName(op)) out->push_back(op);
+    if (name == "all" || name == opName(op) || (op == kPreMulSum && name == "premulsum")) out->push_back(op);
   return !out->empty();
 }
 
@@ -102,31 +127,81 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
       *exitCode = 0;
       return false;
     }
-    if (a == "--threads") { opt->threads = true; continue; }
-    if (a == "--json") { opt->output = Output::kJson; continue; }
-    if (a == "--csv") { opt->output = Output::kCsv; continue; }
+    if (a == "--threads") {
+      opt->threads = true;
+      continue;
+    }
+    if (a == "--json") {
+      opt->output = Output::kJson;
+      continue;
+    }
+    if (a == "--csv") {
+      opt->output = Output::kCsv;
+      continue;
+    }
+    if (a == "--median") {
+      opt->median = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "weft-perf: option %s needs a value\n%s", a.c_str(), kUsage);
       return false;
     }
     const char* v = argv[++i];
     bool ok = true;
-    if (a == "-b" || a == "--minbytes") ok = parseSize(v, &opt->minBytes);
-    else if (a == "-e" || a == "--maxbytes") ok = parseSize(v, &opt->maxBytes);
-    else if (a == "-i" || a == "--stepbytes") ok = parseSize(v, &opt->stepBytes) && opt->stepBytes > 0;
-    else if (a == "-f" || a == "--stepfactor") ok = (opt->stepFactor = std::atof(v)) > 1;
-    else if (a == "-n" || a == "--iters") ok = parseInt(v, &opt->iters) && opt->iters > 0;
-    else if (a == "-w" || a == "--warmup_iters") ok = parseInt(v, &opt->warmup) && opt->warmup >= 0;
-    else if (a == "-c" || a == "--check") ok = parseInt(v, &opt->check) && opt->check >= 0;
-    else if (a == "-a" || a == "--average") ok = parseInt(v, &opt->average) && opt->average >= 0 && opt->average <= 3;
-    else if (a == "-z" || a == "--blocking") ok = parseInt(v, &opt->blocking) && opt->blocking >= 0;
-    else if (a == "-o" || a == "--op") ok = parseOps(v, &opt->ops);
-    else if (a == "-d" || a == "--datatype") ok = parseTypes(v, &opt->types);
+    if (a == "-b" || a == "--minbytes")
+      ok = parseSize(v, &opt->minBytes);
+    else if (a == "-e" || a == "--maxbytes")
+      ok = parseSize(v, &opt->maxBytes);
+    else if (a == "-i" || a == "--stepbytes")
+      ok = parseSize(v, &opt->stepBytes) && opt->stepBytes > 0;
+    else if (a == "-f" || a == "--stepfactor")
+      ok = (opt->stepFactor = std::atof(v)) > 1;
+    else if (a == "-n" || a == "--iters")
+      ok = parseInt(v, &opt->iters) && opt->iters > 0;
+    else if (a == "-w" || a == "--warmup_iters")
+      ok = parseInt(v, &opt->warmup) && opt->warmup >= 0;
+    else if (a == "-c" || a == "--check")
+      ok = parseInt(v, &opt->check) && opt->check >= 0;
+    else if (a == "-a" || a == "--average")
+      ok = parseInt(v, &opt->average) && opt->average >= 0 && opt->average <= 3;
+    else if (a == "-z" || a == "--blocking")
+      ok = parseInt(v, &opt->blocking) && opt->blocking >= 0;
+    else if (a == "-t" || a == "--nthreads")
+      ok = parseInt(v, &opt->threadsPerProcess) && opt->threadsPerProcess > 0;
+    else if (a == "-g" || a == "--ngpus") {
+      int g = 0;
+      ok = parseInt(v, &g) && g > 0;
+      if (ok && g != 1) {
+        std::fprintf(stderr, "weft-perf: -g %d: each thread drives one rank here; use -t %d for %d ranks per process\n",
+                     g, g, g);
+        return false;
+      }
+    } else if (a == "-G" || a == "--cudagraph") {
+      int graphs = 0;
+      ok = parseInt(v, &graphs) && graphs >= 0;
+      if (ok && graphs > 0) {
+        std::fprintf(stderr, "weft-perf: -G %d: replaying the iterations as a CUDA graph is not supported yet\n",
+                     graphs);
+        return false;
+      }
+    } else if (a == "-m" || a == "--agg_iters")
+      ok = parseInt(v, &opt->aggIters) && opt->aggIters > 0;
+    else if (a == "-T" || a == "--timeout")
+      ok = parseInt(v, &opt->timeoutSec) && opt->timeoutSec >= 0;
+    else if (a == "-p" || a == "--parallel_init")
+      ok = parseInt(v, &opt->parallelInit) && opt->parallelInit >= 0;
+    else if (a == "-o" || a == "--op")
+      ok = parseOps(v, &opt->ops);
+    else if (a == "-d" || a == "--datatype")
+      ok = parseTypes(v, &opt->types);
     else if (a == "-r" || a == "--root") {
       allRoots = std::strcmp(v, "all") == 0;
       ok = allRoots || (parseInt(v, &opt->roots[0]) && opt->roots[0] >= 0);
-    } else if (a == "-np") ok = parseInt(v, &opt->np) && opt->np > 0;
-    else if (a == "--id-file") opt->idFile = v;
+    } else if (a == "-np")
+      ok = parseInt(v, &opt->np) && opt->np > 0;
+    else if (a == "--id-file")
+      opt->idFile = v;
     else {
       std::fprintf(stderr, "weft-perf: unknown option %s\n%s", a.c_str(), kUsage);
       return false;
@@ -138,6 +213,10 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
   }
   if (opt->minBytes > opt->maxBytes) {
     std::fprintf(stderr, "weft-perf: -b %zu is larger than -e %zu\n", opt->minBytes, opt->maxBytes);
+    return false;
+  }
+  if (opt->threads && opt->threadsPerProcess > 1) {
+    std::fprintf(stderr, "weft-perf: -np N --threads already runs N threads; -t applies to processes\n");
     return false;
   }
   if (allRoots) opt->roots = {-1};  // expanded once the rank count is known

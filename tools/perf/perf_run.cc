@@ -1,9 +1,14 @@
 // One rank's sweep: sizes x types x ops x roots, checked, timed, reduced
 // across ranks, printed by rank 0 as nccl-tests prints (or JSON/CSV).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "perf/perf.h"
@@ -40,36 +45,105 @@ double acrossRanks(ncclComm_t comm, const Buffers& scratch, double v, ncclRedOp_
   return out;
 }
 
+// One iteration: -m operations, aggregated in one group when more than one.
+ncclResult_t runIteration(const Options& opt, Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root,
+                          bool inPlace, const Buffers& b, ncclComm_t comm, int rank, int nranks) {
+  if (opt.aggIters == 1) return runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+  ncclResult_t rc = ncclGroupStart();
+  for (int m = 0; m < opt.aggIters && rc == ncclSuccess; ++m)
+    rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+  const ncclResult_t ended = ncclGroupEnd();
+  return rc != ncclSuccess ? rc : ended;
+}
+
+// Microseconds per operation. By default as nccl-tests: the batch of -n
+// iterations timed whole (one wait at its end unless -z), divided by the
+// operations it ran. --median: each iteration timed alone, the median taken.
 double timeIt(const Options& opt, Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root,
               bool inPlace, const Buffers& b, ncclComm_t comm, int rank, int nranks, ncclResult_t* rc) {
   for (int i = 0; i < opt.warmup && *rc == ncclSuccess; ++i)
-    *rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+    *rc = runIteration(opt, coll, c, type, op, root, inPlace, b, comm, rank, nranks);
   b.sync();
-  if (b.onDevice() && opt.blocking == 0) {  // nccl-tests' way: one wait for the batch
+  if (!opt.median) {
     const auto t0 = Clock::now();
-    for (int i = 0; i < opt.iters && *rc == ncclSuccess; ++i)
-      *rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+    for (int i = 0; i < opt.iters && *rc == ncclSuccess; ++i) {
+      *rc = runIteration(opt, coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+      if (opt.blocking != 0) b.sync();
+    }
     b.sync();
-    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opt.iters;
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / (opt.iters * opt.aggIters);
   }
   std::vector<double> samples;
   for (int i = 0; i < opt.iters && *rc == ncclSuccess; ++i) {
     const auto t0 = Clock::now();
-    *rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+    *rc = runIteration(opt, coll, c, type, op, root, inPlace, b, comm, rank, nranks);
     b.sync();
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opt.aggIters);
   }
   if (samples.empty()) return 0;
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
   return samples[samples.size() / 2];
 }
 
+// -T: if one size runs past the limit, the run fails (a hung peer would
+// otherwise hold it until the library's own timeout).
+class Watchdog {
+ public:
+  Watchdog(int seconds, int rank) : seconds_(seconds), rank_(rank) {
+    if (seconds_ > 0) thread_ = std::thread([this] { watch(); });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // A new size starts: its own time limit.
+  void restart(std::string what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    what_ = std::move(what);
+    deadline_ = Clock::now() + std::chrono::seconds(seconds_);
+  }
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!done_) {
+      if (Clock::now() > deadline_) {
+        std::fprintf(stderr, "weft-perf: rank %d: %s took more than %d s (-T %d); stopping\n", rank_, what_.c_str(),
+                     seconds_, seconds_);
+        std::fflush(nullptr);
+        _exit(1);
+      }
+      wake_.wait_until(lock, deadline_);
+    }
+  }
+
+  const int seconds_;
+  const int rank_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::string what_ = "start-up";
+  Clock::time_point deadline_ = Clock::now() + std::chrono::seconds(seconds_);
+  std::thread thread_;
+};
+
+std::string strFormatSize(const char* coll, ncclDataType_t type, ncclRedOp_t op, size_t bytes) {
+  return std::string(coll) + " " + typeName(type) + " " + opName(op) + " " + std::to_string(bytes) + " bytes";
+}
+
 std::vector<size_t> sweepSizes(const Options& opt) {
   std::vector<size_t> sizes;
   for (size_t s = opt.minBytes; s <= opt.maxBytes;) {
     sizes.push_back(s);
-    const size_t next = opt.stepFactor > 1 ? static_cast<size_t>(static_cast<double>(s) * opt.stepFactor)
-                                           : s + opt.stepBytes;
+    const size_t next =
+        opt.stepFactor > 1 ? static_cast<size_t>(static_cast<double>(s) * opt.stepFactor) : s + opt.stepBytes;
     s = next > s ? next : s + 1;
   }
   return sizes;
@@ -78,8 +152,11 @@ std::vector<size_t> sweepSizes(const Options& opt) {
 // The size nccl-tests prints: the buffer the size convention refers to.
 size_t shownElems(Coll coll, const Counts& c) {
   switch (coll) {
-    case Coll::kAllGather: case Coll::kGather: return c.recvElems;
-    case Coll::kReduceScatter: case Coll::kScatter: case Coll::kAlltoAll: return c.sendElems;
+    case Coll::kAllGather:
+    case Coll::kGather: return c.recvElems;
+    case Coll::kReduceScatter:
+    case Coll::kScatter:
+    case Coll::kAlltoAll: return c.sendElems;
     default: return c.count;
   }
 }
@@ -89,8 +166,8 @@ void printHeader(const Options& opt, int nranks, bool device) {
   std::printf("# weft-perf %s: %d ranks (%s), backend %s, %s\n", info.name, nranks,
               opt.np > 0 ? (opt.threads ? "threads" : "processes") : "external launcher", device ? "cuda" : "host",
               weftGetVersionString());
-  std::printf("# time: %s of %d iterations after %d warm-up; across ranks: %s\n#\n",
-              device && opt.blocking == 0 ? "mean" : "median", opt.iters, opt.warmup,
+  std::printf("# time per operation: %s of %d iterations of %d operation%s after %d warm-up; across ranks: %s\n#\n",
+              opt.median ? "median" : "mean", opt.iters, opt.aggIters, opt.aggIters > 1 ? "s" : "", opt.warmup,
               (const char*[]){"rank 0", "mean", "min", "max"}[opt.average]);
   std::printf("# %76s %34s\n", "out-of-place", "in-place");
   std::printf("# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
@@ -108,16 +185,16 @@ void printCell(const Measure& m, size_t bytes, double factor) {
   std::printf(" %8.2f %7.2f %7.2f %6lld", m.us, algbw, algbw * factor, static_cast<long long>(m.wrong));
 }
 
-const char* redopName(const Options& opt, const Row& r) {
-  return collInfo(opt.coll).reduces ? opName(r.op) : "none";
-}
+const char* redopName(const Options& opt, const Row& r) { return collInfo(opt.coll).reduces ? opName(r.op) : "none"; }
 
 void printRow(const Options& opt, const Row& r, double factor) {
   if (opt.output == Output::kCsv) {
     auto cell = [&](const Measure& m) {
       const double algbw = m.us > 0 ? static_cast<double>(r.bytes) / (m.us * 1e3) : 0;
-      if (m.valid) std::printf(",%.3f,%.4f,%.4f,%lld", m.us, algbw, algbw * factor, static_cast<long long>(m.wrong));
-      else std::printf(",,,,");
+      if (m.valid)
+        std::printf(",%.3f,%.4f,%.4f,%lld", m.us, algbw, algbw * factor, static_cast<long long>(m.wrong));
+      else
+        std::printf(",,,,");
     };
     std::printf("%s,%zu,%zu,%s,%s,%d", collInfo(opt.coll).name, r.bytes, r.count, typeName(r.type), redopName(opt, r),
                 r.root);
@@ -134,9 +211,10 @@ void printRow(const Options& opt, const Row& r, double factor) {
 }
 
 void printJson(const Options& opt, const std::vector<Row>& rows, int nranks, bool device, double factor) {
-  std::printf("{\"tool\":\"weft-perf\",\"version\":\"%s\",\"collective\":\"%s\",\"nranks\":%d,\"backend\":\"%s\","
-              "\"iters\":%d,\"results\":[",
-              weftGetVersionString(), collInfo(opt.coll).name, nranks, device ? "cuda" : "host", opt.iters);
+  std::printf(
+      "{\"tool\":\"weft-perf\",\"version\":\"%s\",\"collective\":\"%s\",\"nranks\":%d,\"backend\":\"%s\","
+      "\"iters\":%d,\"results\":[",
+      weftGetVersionString(), collInfo(opt.coll).name, nranks, device ? "cuda" : "host", opt.iters);
   auto cell = [&](const char* name, const Measure& m, size_t bytes) {
     if (!m.valid) return std::printf(",\"%s\":null", name), void();
     const double algbw = m.us > 0 ? static_cast<double>(bytes) / (m.us * 1e3) : 0;
@@ -185,19 +263,22 @@ bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
   const bool lead = rank == 0;
   if (lead && opt.output == Output::kTable) printHeader(opt, nranks, b.onDevice());
   if (lead && opt.output == Output::kCsv)
-    std::printf("collective,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,"
-                "ip_algbw,ip_busbw,ip_wrong\n");
+    std::printf(
+        "collective,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,"
+        "ip_algbw,ip_busbw,ip_wrong\n");
   std::vector<Row> rows;
   int64_t totalWrong = 0;
   double busSum = 0;
   int busCount = 0;
   ncclResult_t rc = ncclSuccess;
   const auto start = Clock::now();
+  Watchdog watchdog(opt.timeoutSec, rank);
   for (ncclDataType_t type : opt.types)
     for (ncclRedOp_t op : info.reduces ? opt.ops : std::vector<ncclRedOp_t>{ncclSum})
       for (int root : roots)
         for (size_t s = 0; s < sizes.size() && rc == ncclSuccess; ++s) {
           const Counts c = countsFor(opt.coll, sizes[s], type, nranks);
+          watchdog.restart(strFormatSize(info.name, type, op, sizes[s]));
           Row row{shownElems(opt.coll, c) * typeSize(type), shownElems(opt.coll, c), type, op, root, {}, {}};
           for (int v = 0; v < (info.inPlace ? 2 : 1) && rc == ncclSuccess; ++v) {
             Measure& m = v == 0 ? row.oop : row.ip;
@@ -220,8 +301,8 @@ bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
           rows.push_back(row);
           const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
           if (lead && elapsed > 2 && sizes.size() > 1)
-            std::fprintf(stderr, "weft-perf: %s %s %s %zu bytes done (%zu/%zu), %.0f s\n", info.name,
-                         typeName(type), opName(op), sizes[s], s + 1, sizes.size(), elapsed);
+            std::fprintf(stderr, "weft-perf: %s %s %s %zu bytes done (%zu/%zu), %.0f s\n", info.name, typeName(type),
+                         opName(op), sizes[s], s + 1, sizes.size(), elapsed);
         }
   if (rc != ncclSuccess) {
     std::fprintf(stderr, "weft-perf: rank %d: %s: %s\n", rank, ncclGetErrorString(rc), ncclGetLastError(comm));

@@ -35,6 +35,7 @@ Result<NetFifoMemory> allocateHostFifo(const LinkSpec& link, size_t bytes) {
     return errorStatus(ncclSystemError, "cannot allocate %zu bytes of network FIFO memory for channel %d", bytes,
                        link.channel);
   std::memset(base, 0, bytes);
+  WEFT_INFO(log::kAlloc, "channel %d: network FIFO, host memory Size %zu pointer %p", link.channel, bytes, base);
   NetFifoMemory memory;
   memory.owner = std::shared_ptr<void>(base, [](void* p) { std::free(p); });
   memory.proxyBase = memory.dataPathBase = base;

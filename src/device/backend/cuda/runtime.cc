@@ -5,6 +5,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/log.h"
+
 namespace weft::cuda {
 
 bool built() { return true; }
@@ -48,8 +50,10 @@ Status setDevice(int device) {
 DeviceGuard::DeviceGuard(int device) {
   if (device < 0) return;  // host backend: no device, and no CUDA call at all
   if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-  if (device != previous_) cudaSetDevice(device);
-  else previous_ = -1;
+  if (device != previous_)
+    cudaSetDevice(device);
+  else
+    previous_ = -1;
 }
 
 DeviceGuard::~DeviceGuard() {
@@ -88,6 +92,7 @@ Result<void*> deviceAlloc(size_t bytes) {
     cudaFree(ptr);
     return errorFromCode(err, "cudaMemsetAsync");
   }
+  WEFT_INFO(log::kAlloc, "cudaMalloc Size %zu pointer %p", bytes, ptr);
   return ptr;
 }
 
@@ -99,6 +104,7 @@ Status hostAllocMapped(size_t bytes, void** host, void** device) {
   WEFT_CUDA_RETURN(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(*host, 0, bytes);
   WEFT_CUDA_RETURN(cudaHostGetDevicePointer(device, *host, 0));
+  WEFT_INFO(log::kAlloc, "cudaHostAlloc (mapped) Size %zu pointer %p", bytes, *host);
   return okStatus();
 }
 
