@@ -11,21 +11,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # ranks inherit it.
 os.environ.setdefault("WEFT_BACKEND", "host")
 
-_pools = {}
 
-
-@pytest.fixture(params=[2, 4], ids=lambda n: f"{n}ranks")
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}ranks")
 def pool(request):
-    """A RankPool of 2, then 4 processes, each with a communicator."""
-    pytest.importorskip("numpy")
+    """2, then 4 processes, each with a weft.Communicator (shared by a module's tests)."""
+    pytest.importorskip("numpy", reason="NumPy is not installed (Debian: python3-numpy)")
     from ranks import RankPool
-    nranks = request.param
-    existing = _pools.get(nranks)
-    if existing is None or not existing.alive:
-        _pools[nranks] = RankPool(nranks)
-    return _pools[nranks]
-
-
-def pytest_sessionfinish(session, exitstatus):
-    for pool in _pools.values():
-        pool.close()
+    ranks = RankPool(request.param)
+    yield ranks
+    ranks.close()

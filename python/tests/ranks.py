@@ -10,8 +10,6 @@ new one).
 """
 
 import multiprocessing
-import os
-import sys
 import traceback
 
 _CONTEXT = multiprocessing.get_context("spawn")  # no fork after the library's threads start
@@ -21,18 +19,35 @@ class RankFailure(AssertionError):
     pass
 
 
-def _rank_main(rank, nranks, id_queue, conn, make_comm):
-    # Test modules (fn's) import from the tests folder; spawn gives the child
-    # the parent's sys.path, and the package path comes from the environment.
+def _open(mode, rank, nranks, id_queue, init_file):
+    """What each task gets as its first argument, by mode."""
+    if mode == "torch":
+        import torch.distributed as dist
+        import weft.torch_backend  # noqa: F401  (registers "weft")
+        dist.init_process_group("weft", init_method=f"file://{init_file}", rank=rank, world_size=nranks)
+        return dist.group.WORLD
+    import weft
+    if rank == 0:
+        uid = weft.UniqueId.create()
+        for _ in range(nranks - 1):
+            id_queue.put(uid)
+    else:
+        uid = id_queue.get(timeout=60)
+    return weft.Communicator(nranks, uid, rank) if mode == "comm" else (rank, nranks, uid)
+
+
+def _close(mode, handle):
+    if mode == "torch":
+        import torch.distributed as dist
+        dist.destroy_process_group()
+    elif mode == "comm" and not handle.closed:
+        handle.destroy()
+
+
+def _rank_main(rank, nranks, id_queue, conn, mode, init_file):
     try:
+        handle = _open(mode, rank, nranks, id_queue, init_file)
         import weft
-        if rank == 0:
-            uid = weft.UniqueId.create()
-            for _ in range(nranks - 1):
-                id_queue.put(uid)
-        else:
-            uid = id_queue.get(timeout=60)
-        comm = weft.Communicator(nranks, uid, rank) if make_comm else None
         conn.send(("ok", weft.library_path()))
     except BaseException:
         conn.send(("error", traceback.format_exc()))
@@ -43,18 +58,21 @@ def _rank_main(rank, nranks, id_queue, conn, make_comm):
             break
         fn, args = task
         try:
-            conn.send(("ok", fn(comm, *args) if make_comm else fn(rank, nranks, uid, *args)))
+            conn.send(("ok", fn(handle, *args)))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
-    if comm is not None and not comm.closed:
-        comm.destroy()
+    _close(mode, handle)
 
 
 class RankPool:
-    """`nranks` processes, each with a communicator (or, with make_comm=False, the
-    unique id: fn(rank, nranks, uid, *args) then opens what it likes)."""
+    """`nranks` processes; each task runs as fn(first, *args) on every rank, where
+    `first` depends on `mode`: "comm", a weft.Communicator; "id", (rank, nranks,
+    unique id) for tasks that open communicators themselves (one use: a unique
+    id serves one communicator); "torch", the WORLD group of
+    init_process_group("weft") (a file store in `init_file`, a path that must
+    not exist yet)."""
 
-    def __init__(self, nranks, make_comm=True, timeout=120):
+    def __init__(self, nranks, mode="comm", timeout=120, init_file=None):
         self.nranks = nranks
         self.timeout = timeout
         id_queue = _CONTEXT.Queue()
@@ -62,7 +80,7 @@ class RankPool:
         self._procs = []
         for rank in range(nranks):
             parent, child = _CONTEXT.Pipe()
-            proc = _CONTEXT.Process(target=_rank_main, args=(rank, nranks, id_queue, child, make_comm), daemon=True)
+            proc = _CONTEXT.Process(target=_rank_main, args=(rank, nranks, id_queue, child, mode, init_file), daemon=True)
             proc.start()
             child.close()
             self._conns.append(parent)
@@ -120,18 +138,10 @@ class RankPool:
         self._procs = []
 
 
-def run_once(nranks, fn, *args, make_comm=True, timeout=120):
+def run_once(nranks, fn, *args, mode="comm", timeout=120):
     """A pool for one function: for tests that may leave ranks in a bad state."""
-    pool = RankPool(nranks, make_comm=make_comm, timeout=timeout)
+    pool = RankPool(nranks, mode=mode, timeout=timeout)
     try:
         return pool.run(fn, *args)
     finally:
         pool.close()
-
-
-def package_root():
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-if package_root() not in sys.path:
-    sys.path.insert(0, package_root())
