@@ -63,12 +63,12 @@ def _is_c_contiguous(shape, strides, itemsize):
 def _dtype_from_typestr(typestr, name, obj):
     # NumPy's dtype name tells bfloat16 and fp8 (ml_dtypes) apart, which
     # their type strings ("<V2", "|V1") do not.
-    dtype_name = getattr(getattr(obj, "dtype", None), "name", None)
-    if dtype_name in BY_DTYPE_NAME:
-        return BY_DTYPE_NAME[dtype_name]
     order, kind, size = typestr[0], typestr[1], int(typestr[2:])
     if order == ">" and size > 1:
         raise TypeError(f"{name} is big-endian ({typestr!r}); NCCL types are native (little-endian)")
+    dtype_name = getattr(getattr(obj, "dtype", None), "name", None)
+    if dtype_name in BY_DTYPE_NAME:
+        return BY_DTYPE_NAME[dtype_name]
     try:
         return BY_TYPESTR[(kind, size)]
     except KeyError:
