@@ -33,6 +33,7 @@ def test_errors_name_the_problem(torch_pool):
     assert "BAND" in messages[1] or "no reduction" in messages[1]
     assert "torch.int16" in messages[2]
     assert "bool" in messages[3] and "SUM" in messages[3]
+    assert "root is" in messages[4] and "ncclInvalidArgument" in messages[4], messages[4]
 
 
 def test_ddp_matches_one_process(torch_pool):

@@ -125,7 +125,9 @@ def errors(group):
     for index, call in enumerate((lambda: dist.all_reduce(torch.zeros(4, 2).t()),
                  lambda: dist.all_reduce(torch.zeros(2), op=dist.ReduceOp.BAND),
                  lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int16)),
-                 lambda: dist.all_reduce(torch.zeros(2, dtype=torch.bool)))):
+                 lambda: dist.all_reduce(torch.zeros(2, dtype=torch.bool)),
+                 # found by the library, on the worker thread: raised by the wait
+                 lambda: dist.broadcast(torch.zeros(2), src=dist.get_world_size()))):
         try:
             call()
         except (ValueError, TypeError, RuntimeError) as err:

@@ -4,11 +4,16 @@
     torch.distributed.init_process_group("weft", rank=rank, world_size=n, ...)
 
 Each process group owns one Weft communicator: rank 0 makes the unique id
-and publishes it in the group's store. Operations run in issue order on one
-worker thread per group, so asynchronous calls (async_op=True, DDP's
-gradient buckets) return at once and overlap the caller's computation, as
-with Gloo. Communicators run on the host backend (WEFT_BACKEND is set to
-"host" when unset; another value is an error).
+and publishes it in the group's store. Communicators run on the host backend
+(WEFT_BACKEND is set to "host" when unset; another value is an error).
+
+Operations run on the calling thread and are complete when they return; the
+work they return (async_op=True too) is already finished. They are not
+queued on a thread of their own because in PyTorch 1.13 the only work a
+Python group can return that DDP accepts (_create_work_from_future) ignores
+a failed future in wait(): a failure on another thread would reach
+dist.all_reduce(t) as success. Run inline, a failure raises from the call
+itself. The price: DDP does not overlap gradient reduction with backward.
 
 Implemented: allreduce (sum, product, min, max, avg), allreduce_coalesced,
 broadcast, reduce, allgather, all_gather_into_tensor (_allgather_base),
@@ -19,9 +24,6 @@ ignored; recv from any source is not offered.
 """
 
 import os
-import queue
-import threading
-import weakref
 
 import torch
 import torch.distributed as dist
@@ -73,42 +75,11 @@ def _single(tensors, what):
     return tensors[0]
 
 
-class _Worker:
-    """Runs the group's operations in issue order on one thread."""
-
-    def __init__(self):
-        self._tasks = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="weft-process-group", daemon=True)
-        self._thread.start()
-
-    def _loop(self):
-        while True:
-            task = self._tasks.get()
-            if task is None:
-                return
-            body, future, value = task
-            try:
-                body()
-            except BaseException as err:  # handed to whoever waits on the work
-                future.set_exception(err)
-            else:
-                future.set_result(value)
-
-    def submit(self, body, value):
-        """Queues body(); the returned work completes with `value` (the output tensors)."""
-        future = Future()
-        self._tasks.put((body, future, value))
-        return _create_work_from_future(future)
-
-    def stop(self):
-        self._tasks.put(None)
-        if threading.current_thread() is not self._thread:
-            self._thread.join()
-
-
-def _close(worker, comm):
-    worker.stop()
-    comm.destroy()
+def _completed(value):
+    """A finished work whose future holds `value` (DDP reads the reduced bucket from it)."""
+    future = Future()
+    future.set_result(value)
+    return _create_work_from_future(future)
 
 
 class ProcessGroupWeft(ProcessGroup):
@@ -126,8 +97,6 @@ class ProcessGroupWeft(ProcessGroup):
         else:
             uid = UniqueId.from_bytes(store.get(_STORE_KEY))
         self._comm = Communicator(size, uid, rank)
-        self._worker = _Worker()
-        self._finalizer = weakref.finalize(self, _close, self._worker, self._comm)
 
     @property
     def communicator(self):
@@ -137,8 +106,11 @@ class ProcessGroupWeft(ProcessGroup):
     def getBackendName(self):
         return BACKEND_NAME
 
-    def _submit(self, body, value):
-        return self._worker.submit(body, value)
+    @staticmethod
+    def _submit(body, value):
+        """Runs body() now; returns a completed work with `value` (the output tensors)."""
+        body()
+        return _completed(value)
 
     def _coll(self, function, *args):
         self._comm._call(function, *args, self._comm._live_handle(), None)
@@ -186,8 +158,7 @@ class ProcessGroupWeft(ProcessGroup):
         out_ptr, count, dtype = _raw(output, "output")
         in_ptr, _, in_dtype = _raw(flat, "input")
         self._same_dtype(in_dtype, dtype)
-        return self._submit(lambda: (flat, self._coll("ncclReduceScatter", in_ptr, out_ptr, count, dtype, op)),
-                            value)
+        return self._submit(lambda: self._coll("ncclReduceScatter", in_ptr, out_ptr, count, dtype, op), value)
 
     # --- data movement ---------------------------------------------------------------------
 
@@ -252,8 +223,7 @@ class ProcessGroupWeft(ProcessGroup):
             raise ValueError("scatter_list must be given on the root only")
         out_ptr, count, dtype = _raw(tensor, "tensor")
         in_ptr = flat.data_ptr() if flat is not None else None
-        return self._submit(lambda: (flat, self._coll("ncclScatter", in_ptr, out_ptr, count, dtype, root)),
-                            output_tensors)
+        return self._submit(lambda: self._coll("ncclScatter", in_ptr, out_ptr, count, dtype, root), output_tensors)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         n = self.size()
@@ -299,8 +269,7 @@ class ProcessGroupWeft(ProcessGroup):
     def barrier(self, opts=None):
         token = torch.zeros(1, dtype=torch.int32)
         ptr = token.data_ptr()
-        return self._submit(lambda: (token, self._coll("ncclAllReduce", ptr, ptr, 1, DataType.INT32, RedOp.SUM)),
-                            [token])
+        return self._submit(lambda: self._coll("ncclAllReduce", ptr, ptr, 1, DataType.INT32, RedOp.SUM), [token])
 
     # --- checks ---------------------------------------------------------------------------------
 
