@@ -7,7 +7,8 @@ For every size, rounds alternate Gloo and weft (so both see the same machine
 load) and every timed call is a blocking dist.all_reduce (SUM, float32) between
 barriers of its own group. A call's time is the slowest rank's; the table gives
 the median over the calls, in microseconds, and the algorithm bandwidth
-(bytes / time) of that median.
+(bytes / time) of that median. One more call per size and backend, untimed,
+checks the result.
 """
 
 import argparse
@@ -53,6 +54,10 @@ def _rank(rank, nranks, init_file, rounds, results):
         for _ in range(rounds):
             for name, group in groups.items():
                 samples[name] += _time_calls(tensor, group, calls)
+        for name, group in groups.items():  # the timed path gives right answers
+            check = torch.full((count,), float(rank + 1))
+            dist.all_reduce(check, group=group)
+            assert torch.all(check == nranks * (nranks + 1) / 2), f"{name}: wrong all_reduce result"
         table[count] = {name: statistics.median(s) for name, s in samples.items()}
     if rank == 0:
         results.put(table)
