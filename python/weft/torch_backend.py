@@ -107,7 +107,7 @@ class ProcessGroupWeft(ProcessGroup):
         return BACKEND_NAME
 
     @staticmethod
-    def _submit(body, value):
+    def _run(body, value):
         """Runs body() now; returns a completed work with `value` (the output tensors)."""
         body()
         return _completed(value)
@@ -121,7 +121,7 @@ class ProcessGroupWeft(ProcessGroup):
         tensor = _single(tensors, "allreduce")
         op = _nccl_op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, tensor)
         ptr, count, dtype = _raw(tensor, "tensor")
-        return self._submit(lambda: self._coll("ncclAllReduce", ptr, ptr, count, dtype, op), tensors)
+        return self._run(lambda: self._coll("ncclAllReduce", ptr, ptr, count, dtype, op), tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         op_of = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
@@ -131,14 +131,14 @@ class ProcessGroupWeft(ProcessGroup):
             with _weft_group():
                 for (ptr, count, dtype), op in calls:
                     self._coll("ncclAllReduce", ptr, ptr, count, dtype, op)
-        return self._submit(body, tensors)
+        return self._run(body, tensors)
 
     def reduce(self, tensors, opts):
         tensor = _single(tensors, "reduce")
         op = _nccl_op(opts.reduceOp, tensor)
         ptr, count, dtype = _raw(tensor, "tensor")
         root = opts.rootRank
-        return self._submit(lambda: self._coll("ncclReduce", ptr, ptr, count, dtype, op, root), tensors)
+        return self._run(lambda: self._coll("ncclReduce", ptr, ptr, count, dtype, op, root), tensors)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         output = _single(output_tensors, "reduce_scatter")
@@ -158,7 +158,7 @@ class ProcessGroupWeft(ProcessGroup):
         out_ptr, count, dtype = _raw(output, "output")
         in_ptr, _, in_dtype = _raw(flat, "input")
         self._same_dtype(in_dtype, dtype)
-        return self._submit(lambda: self._coll("ncclReduceScatter", in_ptr, out_ptr, count, dtype, op), value)
+        return self._run(lambda: self._coll("ncclReduceScatter", in_ptr, out_ptr, count, dtype, op), value)
 
     # --- data movement ---------------------------------------------------------------------
 
@@ -166,7 +166,7 @@ class ProcessGroupWeft(ProcessGroup):
         tensor = _single(tensors, "broadcast")
         ptr, count, dtype = _raw(tensor, "tensor")
         root = opts.rootRank
-        return self._submit(lambda: self._coll("ncclBroadcast", ptr, ptr, count, dtype, root), tensors)
+        return self._run(lambda: self._coll("ncclBroadcast", ptr, ptr, count, dtype, root), tensors)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         outputs = _single(output_tensors, "allgather")
@@ -178,13 +178,13 @@ class ProcessGroupWeft(ProcessGroup):
             self._all_gather(flat, tensor)
             for part, out in zip(flat.chunk(self.size()), outputs):
                 out.copy_(part.view_as(out))
-        return self._submit(body, output_tensors)
+        return self._run(body, output_tensors)
 
     def _allgather_base(self, output, input, opts=None):
         if output.numel() != input.numel() * self.size():
             raise ValueError(f"output has {output.numel()} elements, expected input's {input.numel()} "
                              f"x {self.size()} ranks")
-        return self._submit(lambda: self._all_gather(output, input), [output])
+        return self._run(lambda: self._all_gather(output, input), [output])
 
     def _all_gather(self, output, input):
         in_ptr, count, dtype = _raw(input, "input")
@@ -209,7 +209,7 @@ class ProcessGroupWeft(ProcessGroup):
             self._coll("ncclGather", in_ptr, flat.data_ptr(), count, dtype, root)
             for part, out in zip(flat.chunk(self.size()), outputs):
                 out.copy_(part.view_as(out))
-        return self._submit(body, output_tensors)
+        return self._run(body, output_tensors)
 
     def scatter(self, output_tensors, input_tensors, opts):
         tensor = _single(output_tensors, "scatter")
@@ -223,7 +223,7 @@ class ProcessGroupWeft(ProcessGroup):
             raise ValueError("scatter_list must be given on the root only")
         out_ptr, count, dtype = _raw(tensor, "tensor")
         in_ptr = flat.data_ptr() if flat is not None else None
-        return self._submit(lambda: self._coll("ncclScatter", in_ptr, out_ptr, count, dtype, root), output_tensors)
+        return self._run(lambda: self._coll("ncclScatter", in_ptr, out_ptr, count, dtype, root), output_tensors)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         n = self.size()
@@ -232,7 +232,7 @@ class ProcessGroupWeft(ProcessGroup):
                 raise ValueError(f"input and output need the same number of elements, a multiple of {n}")
             in_ptr, count, dtype = _raw(input, "input")
             out_ptr, _, _ = _raw(output, "output")
-            return self._submit(lambda: self._coll("ncclAlltoAll", in_ptr, out_ptr, count // n, dtype), [output])
+            return self._run(lambda: self._coll("ncclAlltoAll", in_ptr, out_ptr, count // n, dtype), [output])
         sends = list(input.split(list(input_split_sizes) or [input.shape[0] // n] * n))
         recvs = list(output.split(list(output_split_sizes) or [output.shape[0] // n] * n))
         return self._exchange(sends, recvs, [output])
@@ -253,15 +253,15 @@ class ProcessGroupWeft(ProcessGroup):
                     self._coll("ncclSend", ptr, count, dtype, peer)
                 for peer, (ptr, count, dtype) in enumerate(recv_args):
                     self._coll("ncclRecv", ptr, count, dtype, peer)
-        return self._submit(body, value)
+        return self._run(body, value)
 
     def send(self, tensors, dst_rank, tag=0):
         ptr, count, dtype = _raw(_single(tensors, "send"), "tensor")
-        return self._submit(lambda: self._coll("ncclSend", ptr, count, dtype, dst_rank), tensors)
+        return self._run(lambda: self._coll("ncclSend", ptr, count, dtype, dst_rank), tensors)
 
     def recv(self, tensors, src_rank, tag=0):
         ptr, count, dtype = _raw(_single(tensors, "recv"), "tensor")
-        return self._submit(lambda: self._coll("ncclRecv", ptr, count, dtype, src_rank), tensors)
+        return self._run(lambda: self._coll("ncclRecv", ptr, count, dtype, src_rank), tensors)
 
     def recv_anysource(self, tensors, tag=0):
         raise NotImplementedError("the weft backend cannot receive from any source: NCCL names the peer")
@@ -269,7 +269,7 @@ class ProcessGroupWeft(ProcessGroup):
     def barrier(self, opts=None):
         token = torch.zeros(1, dtype=torch.int32)
         ptr = token.data_ptr()
-        return self._submit(lambda: self._coll("ncclAllReduce", ptr, ptr, 1, DataType.INT32, RedOp.SUM), [token])
+        return self._run(lambda: self._coll("ncclAllReduce", ptr, ptr, 1, DataType.INT32, RedOp.SUM), [token])
 
     # --- checks ---------------------------------------------------------------------------------
 
