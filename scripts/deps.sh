@@ -2,7 +2,9 @@
 # Installs the Debian packages Weft needs when they are missing (root only;
 # otherwise it says what is missing and carries on).
 set -euo pipefail
-packages=(cmake g++ make libgtest-dev libhwloc-dev libibverbs-dev iproute2 pkg-config)
+# python3-*: the Python package's tests (python/), PyTorch for its torch.distributed backend.
+packages=(cmake g++ make libgtest-dev libhwloc-dev libibverbs-dev iproute2 pkg-config python3-pytest python3-numpy
+  python3-torch)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -30,7 +30,8 @@ start=$(date +%s)
 tests/scripts/check_packages.sh build . "$nvidiaLib"
 echo "test.sh: packages checked in $(( $(date +%s) - start )) s"
 
-# Python package tests (python/): they run here, against build/.
+# The Python package's tests (python/) ran in the default suite (ctest
+# Python.Tests, against build/'s library); the sanitizer builds skip them.
 
 start=$(date +%s)
 run_suite build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=address -DWEFT_ENABLE_CUDA=OFF

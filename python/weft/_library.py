@@ -15,9 +15,9 @@ import threading
 
 # Names the library is installed under, Weft's own first: libweft cannot be
 # NVIDIA's, while libnccl.so.2 may be either.
-_INSTALLED_NAMES = ("libweft.so.0", "libweft.so", "libnccl.so.2")
+_INSTALLED_NAMES = ("libweft.so", "libnccl.so.2")
 # File names looked for in a build tree's lib/ directory.
-_BUILD_TREE_NAMES = ("libnccl.so.2", "libweft.so.0", "libweft.so")
+_BUILD_TREE_NAMES = ("libnccl.so.2", "libweft.so")
 
 _lock = threading.Lock()
 _loaded = None  # (CDLL, resolved path) once loaded
