@@ -3,6 +3,7 @@
 // the outermost ncclGroupEnd.
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/comm_registry.h"
 #include "core/datatypes.h"
 #include "core/enqueue.h"
 #include "core/group.h"
@@ -19,7 +20,7 @@ namespace {
 // else, and any call that does not qualify, takes the general path.
 ncclResult_t collectiveCall(const char* api, ncclComm_t comm, const CollArgs& args) noexcept {
   Comm* c = asComm(comm);
-  if (c != nullptr && c->magic == kCommMagic && c->execMutex.tryEnterBiased()) {
+  if (isLiveComm(c) && c->execMutex.tryEnterBiased()) {
     weft::Status status;
     bool ran = false;
     try {

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/comm_registry.h"
 #include "core/cuda_backend.h"
 #include "core/group.h"
 #include "core/init.h"
@@ -85,6 +86,8 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, c
 Status destroyComm(ncclComm_t handle, bool abort) {
   WEFT_RETURN_IF_ERROR(checkComm(handle));
   Comm* comm = asComm(handle);
+  // Calls made from now on are refused; those in flight are waited out below.
+  unregisterComm(comm);
   if (abort) comm->abortFlag.store(1);
   if (comm->initThread.joinable()) comm->initThread.join();
   { std::lock_guard<ExecLock> lock(comm->execMutex); }  // in-flight operations have returned

@@ -31,9 +31,6 @@ namespace weft::core {
 
 class HostExecutor;
 
-constexpr uint64_t kCommMagic = 0x5765667443306d6dull;      // live
-constexpr uint64_t kCommDeadMagic = 0x5765667444656164ull;  // destroyed
-
 // What every rank tells the others at init (fixed-size, exchanged by allGather).
 struct PeerInfo {
   int32_t rank;
@@ -82,13 +79,14 @@ struct CommTopology;
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized };
 
+// Constructed and destroyed, a Comm enters and leaves the registry of live
+// communicators (core/comm_registry.h) that every API handle is checked against.
 struct Comm {
   Comm();
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  uint64_t magic = kCommMagic;
   int rank = -1;
   int nranks = 0;
   int cudaDev = -1;
@@ -162,7 +160,8 @@ struct Comm {
 // bounded by WEFT_TIMEOUT, an error names what is left.
 Status drainProxy(Comm* comm);
 
-// Validates a handle from the API (null, destroyed, or not a communicator).
+// Validates a handle from the API (null, destroyed, or not a communicator)
+// without reading through it unless it is live.
 Status checkComm(const ncclComm_t comm, const char* argName = "comm");
 
 }  // namespace weft::core
