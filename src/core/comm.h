@@ -145,7 +145,11 @@ struct Comm {
   // Created with the first network connection; drives every net link.
   std::unique_ptr<proxy::ProgressEngine> proxy;
   std::atomic<uint32_t> netFailed{0};  // set by the proxy when the network fails
-  uint64_t launchCount = 0;            // launches so far (proxy operation ids)
+  // Set when another rank's failure notice arrives (core/failure.h); host
+  // waits poll it.
+  std::atomic<uint32_t> peerFailed{0};
+  std::atomic<bool> failureReported{false};  // this rank told its peers already
+  uint64_t launchCount = 0;                  // launches so far (proxy operation ids)
   std::unique_ptr<CudaState> cuda;
   // Held while operations run; abort takes it to wait them out. Biased to
   // the calling thread: a repeat runs without taking it (exec_lock.h).
