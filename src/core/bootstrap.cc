@@ -17,6 +17,7 @@ constexpr int kPollSliceMs = 100;                // how often blocking waits loo
 constexpr int64_t kProbeEveryNs = 1000000000ll;  // a waited-on peer's listener is probed once a second
 constexpr int kNoticeConnectMs = 250;            // per connection attempt: a notice, a probe, a send
 
+constexpr int kNoticeGraceMs = 250;     // how long a rank that found a peer gone waits for a notice
 constexpr int kNoticeBudgetMs = 500;  // all notices of one failure: abort must return within a second
 constexpr size_t kNoticeBatch = 256;  // connections open at once (file descriptors)
 
@@ -80,19 +81,33 @@ Status Bootstrap::checkAbort() const {
   return okStatus();
 }
 
+bool Bootstrap::awaitNotice() const {
+  for (int waited = 0; waited < kNoticeGraceMs && !mailbox_->noticed(); waited += 5)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return mailbox_->noticed();
+}
+
 Status Bootstrap::peerGone(int peer, const char* how) {
+  // The peer may have gone because another rank failed first, and its
+  // notice may be on its way (from the peer itself, before it exited): give
+  // it a moment, so the error names the rank that failed first.
+  if (awaitNotice()) return noticeStatus();
   int expected = -1;
   suspect_.compare_exchange_strong(expected, peer);
-  return errorStatus(ncclRemoteError,
-                     "rank %d: rank %d (bootstrap address %s) is gone: %s; it exited, was killed or "
-                     "aborted its communicator",
-                     rank_, peer, peers_[static_cast<size_t>(peer)].toString().c_str(), how);
+  const std::string where =
+      peers_.empty() ? std::string() : " (bootstrap address " + peers_[static_cast<size_t>(peer)].toString() + ")";
+  return errorStatus(ncclRemoteError, "rank %d: rank %d%s is gone: %s; it exited, was killed or aborted its communicator",
+                     rank_, peer, where.c_str(), how);
 }
 
 bool Bootstrap::peerAlive(int peer) {
-  if (peer < 0 || peer >= nranks_ || peer == rank_ || peers_.empty()) return true;
+  if (peer < 0 || peer >= nranks_ || peer == rank_) return true;
+  // In join only the ring neighbours' addresses are known.
+  const int prevRank = (rank_ + nranks_ - 1) % nranks_;
+  const SocketAddress at = !peers_.empty() ? peers_[static_cast<size_t>(peer)] : peer == prevRank ? prev_ : SocketAddress{};
+  if (!at.valid()) return true;
   int err = 0;
-  Result<Socket> conn = Socket::connectOnce(peers_[static_cast<size_t>(peer)], kNoticeConnectMs, &err);
+  Result<Socket> conn = Socket::connectOnce(at, kNoticeConnectMs, &err);
   if (!conn.ok()) return err != ECONNREFUSED;  // no answer in time proves nothing
   wire::PeerHeader probe{secret_, rank_, wire::kProbeTag, 0};
   (void)conn.value().sendAll(&probe, sizeof(probe), Deadline::afterMs(kNoticeConnectMs));
@@ -166,10 +181,19 @@ Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueIdContents& id, i
   WEFT_ASSIGN_OR_RETURN(wire::Welcome welcome,
                         awaitWelcome(root.value(), rank, id.root, [&self] { return self->checkAbort(); }));
   if (welcome.status != 0) return errorStatus(ncclInvalidUsage, "bootstrap: %s", welcome.message);
-  WEFT_RETURN_IF_ERROR(self->connectRing(welcome.next));
-  self->peers_.assign(static_cast<size_t>(nranks), SocketAddress{});
-  self->peers_[static_cast<size_t>(rank)] = listenAddress;
-  WEFT_RETURN_IF_ERROR(self->allGather(self->peers_.data(), sizeof(SocketAddress)));
+  self->next_ = welcome.next;
+  self->prev_ = welcome.prev;
+  Status ring = self->connectRing(welcome.next);
+  if (ring.ok()) {
+    std::vector<SocketAddress> addresses(static_cast<size_t>(nranks));
+    addresses[static_cast<size_t>(rank)] = listenAddress;
+    ring = self->allGather(addresses.data(), sizeof(SocketAddress));
+    if (ring.ok()) self->peers_ = std::move(addresses);
+  }
+  if (!ring.ok()) {
+    self->passOnJoinFailure(ring);
+    return ring;
+  }
   return self;
 }
 
@@ -230,8 +254,19 @@ Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
   return okStatus();
 }
 
+// Before the addresses are exchanged a rank knows only its ring successor's:
+// the notice goes there, and each rank whose join fails on it passes it on,
+// so it travels the ring (a rank that failed already refuses it).
+void Bootstrap::passOnJoinFailure(const Status& failure) {
+  if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed)) return;
+  const bool relayed = mailbox_->noticed();
+  const BootstrapMailbox::Notice n = mailbox_->firstNotice();
+  notifyFailure(relayed ? n.origin : (suspect() >= 0 ? suspect() : rank_),
+                relayed ? n.why : failure.message());
+}
+
 void Bootstrap::notifyFailure(int origin, const std::string& why) {
-  if (nranks_ == 1 || peers_.empty()) return;
+  if (nranks_ == 1) return;
   wire::FailureNotice notice{};
   notice.origin = origin;
   notice.reporter = rank_;
@@ -245,6 +280,10 @@ void Bootstrap::notifyFailure(int origin, const std::string& why) {
   // is often about to exit (an abort, then the process), which would end a
   // thread left to do it.
   const Deadline deadline = Deadline::afterMs(kNoticeBudgetMs);
+  if (peers_.empty()) {  // in join: the successor only (passOnJoinFailure)
+    if (next_.valid()) sendToAll({next_}, message, deadline);
+    return;
+  }
   std::vector<SocketAddress> batch;
   for (size_t r = 0; r < peers_.size(); ++r) {
     if (static_cast<int>(r) != rank_) batch.push_back(peers_[r]);
@@ -272,6 +311,7 @@ Status Bootstrap::exchange(const void* sendData, void* recvData, size_t bytes) {
     int rc = ::poll(fds, 2, kPollSliceMs);
     if (rc < 0 && errno != EINTR) return errorStatus(ncclSystemError, "bootstrap ring poll: %s", strerror(errno));
     if (rc <= 0) {
+      if (limit.expired() && awaitNotice()) return noticeStatus();  // a rank that knows more told us
       if (limit.expired())
         return errorStatus(ncclRemoteError,
                            "rank %d: bootstrap ring exchange stalled for %lld s (rank %d or %d stopped)", rank_,

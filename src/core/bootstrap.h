@@ -75,6 +75,9 @@ class Bootstrap {
   // Abort, or a failure notice: why a wait must end now.
   Status checkAbort() const;
   Status peerGone(int peer, const char* how);
+  void passOnJoinFailure(const Status& failure);
+  // Waits a moment for a failure notice (true when one came).
+  bool awaitNotice() const;
 
   int rank_;
   int nranks_;
@@ -82,7 +85,9 @@ class Bootstrap {
   std::unique_ptr<BootstrapMailbox> mailbox_;
   Socket ringNext_;
   Socket ringPrev_;
-  std::vector<SocketAddress> peers_;
+  std::vector<SocketAddress> peers_;  // every rank's listener; empty until join's exchange of them
+  SocketAddress next_;                // the ring successor's listener
+  SocketAddress prev_;                // the ring predecessor's listener
   const std::atomic<uint32_t>* abortFlag_;
   std::atomic<int> suspect_{-1};
 };

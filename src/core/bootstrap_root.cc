@@ -30,8 +30,11 @@ void replyAll(std::vector<Arrival>& arrivals, const std::string& error) {
     std::snprintf(welcome.message, sizeof(welcome.message), "%s", error.c_str());
     if (error.empty()) {
       int next = (a.hello.rank + 1) % a.hello.nranks;
-      for (const Arrival& b : arrivals)
+      int prev = (a.hello.rank + a.hello.nranks - 1) % a.hello.nranks;
+      for (const Arrival& b : arrivals) {
         if (b.hello.rank == next) welcome.next = b.hello.listen;
+        if (b.hello.rank == prev) welcome.prev = b.hello.listen;
+      }
     }
     (void)a.socket.sendAll(&welcome, sizeof(welcome), Deadline::afterSec(10));
   }

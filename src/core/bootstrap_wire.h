@@ -24,6 +24,7 @@ struct Welcome {
   int32_t status;  // 0 ok; otherwise `message` says why
   char message[252];
   SocketAddress next;  // the listen address of rank + 1
+  SocketAddress prev;  // and of rank - 1, whose liveness the rank checks while it waits for its ring connection
 };
 
 // Prefix of every connection between ranks.

@@ -155,8 +155,13 @@ std::string checkReport(const Report& r, int victim, int64_t faultAtNs, const Se
   if (*sec > boundSec(s))
     return "rank " + std::to_string(r.rank) + " failed after " + std::to_string(*sec) + " s: " + msg;
   const std::string v = std::to_string(victim);
-  if (msg.find("rank " + v) == std::string::npos && msg.find("ranks: " + v) == std::string::npos)
+  // A rank stopped during init cannot be told from a slow one until the
+  // bootstrap timeout, and then only the ranks waiting on it directly know
+  // whom they waited on: the others name the peer they waited on.
+  const bool mustNameVictim = !(s.phase == Phase::kInit && s.fate == Fate::kStop);
+  if (mustNameVictim && msg.find("rank " + v) == std::string::npos && msg.find("ranks: " + v) == std::string::npos)
     return "rank " + std::to_string(r.rank) + " does not name rank " + v + ": " + msg;
+  if (msg.find("rank ") == std::string::npos) return "rank " + std::to_string(r.rank) + " names no rank: " + msg;
   if (s.survivors == Survivors::kStay && r.stayedCallResult == ncclSuccess && r.result != ncclSuccess &&
       s.phase == Phase::kCollectives)
     return "rank " + std::to_string(r.rank) + ": a call after the failure succeeded";
