@@ -1,5 +1,6 @@
 #include "common/shm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -7,10 +8,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/process.h"
 
 namespace weft {
 
@@ -39,8 +42,27 @@ void ShmSegment::unmap() {
 void ShmSegment::unlinkName(const std::string& name) { shm_unlink(name.c_str()); }
 
 std::string makeShmName(const std::string& what) {
-  return strFormat("/weft-%d-%016llx-%s", static_cast<int>(getpid()), static_cast<unsigned long long>(randomU64()),
-                   what.c_str());
+  return strFormat("/weft-%llx-%d-%016llx-%s", pidNamespaceId(), static_cast<int>(getpid()),
+                   static_cast<unsigned long long>(randomU64()), what.c_str());
+}
+
+int removeShmOfDeadProcesses() {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  const unsigned long long ourNamespace = pidNamespaceId();
+  int removed = 0;
+  while (const dirent* entry = readdir(dir)) {
+    unsigned long long ns = 0;
+    int pid = 0;
+    int consumed = 0;
+    // Only our own names, of our pid namespace: a pid means nothing elsewhere.
+    if (std::sscanf(entry->d_name, "weft-%llx-%d-%n", &ns, &pid, &consumed) != 2 || consumed == 0 ||
+        ns != ourNamespace || pid <= 0 || processAlive(pid))
+      continue;
+    if (shm_unlink((std::string("/") + entry->d_name).c_str()) == 0) ++removed;
+  }
+  closedir(dir);
+  return removed;
 }
 
 namespace {

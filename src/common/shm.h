@@ -42,8 +42,15 @@ class ShmSegment {
   bool creator_ = false;  // the creator unlinks again on destruction, in case the peer never did
 };
 
-// A name for a new segment, unique across jobs on this host: prefix, the
-// creator's pid and a random tag.
+// A name for a new segment, unique across jobs on this host:
+// "/weft-<pid namespace>-<pid>-<random>-<what>", so that the leftovers of a
+// process that died before its peer opened (and unlinked) them can be found.
 std::string makeShmName(const std::string& what);
+
+// Removes the segments named by makeShmName whose creator, a process of this
+// pid namespace, no longer exists. Run at init and after a communicator
+// failed: a rank killed between creating a segment and its peer opening it
+// leaves a name that only such a sweep can find. Returns how many it removed.
+int removeShmOfDeadProcesses();
 
 }  // namespace weft

@@ -160,19 +160,51 @@ Result<Socket> Socket::listen(const SocketAddress& address, int backlog) {
   return sock;
 }
 
-Result<Socket> Socket::connect(const SocketAddress& address, Deadline deadline) {
+Result<Socket> Socket::connectOnce(const SocketAddress& address, int timeoutMs, int* error) {
+  if (error != nullptr) *error = 0;
+  Socket sock(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!sock.valid()) return errorStatus(ncclSystemError, "socket(): %s", strerror(errno));
+  int one = 1;
+  setsockopt(sock.fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  int err = 0;
+  if (::connect(sock.fd_, &address.u.sa, address.length()) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      pollfd pfd{sock.fd_, POLLOUT, 0};
+      int rc;
+      do rc = ::poll(&pfd, 1, timeoutMs);
+      while (rc < 0 && errno == EINTR);
+      if (rc == 0) {
+        if (error != nullptr) *error = ETIMEDOUT;
+        return errorStatus(ncclRemoteError, "connect to %s: no answer within %d ms", address.toString().c_str(),
+                           timeoutMs);
+      }
+      socklen_t len = sizeof(err);
+      if (rc < 0 || getsockopt(sock.fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    }
+  }
+  if (err != 0) {
+    if (error != nullptr) *error = err;
+    return errorStatus(ncclRemoteError, "connect to %s: %s", address.toString().c_str(), strerror(err));
+  }
+  // Back to blocking mode: callers use MSG_DONTWAIT where they must not block.
+  fcntl(sock.fd_, F_SETFL, fcntl(sock.fd_, F_GETFL) & ~O_NONBLOCK);
+  return sock;
+}
+
+Result<Socket> Socket::connect(const SocketAddress& address, Deadline deadline, const std::atomic<uint32_t>* stop) {
+  constexpr int kAttemptMs = 1000;
   int delayMs = 1;
   for (;;) {
-    Socket sock(::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!sock.valid()) return errorStatus(ncclSystemError, "socket(): %s", strerror(errno));
-    int one = 1;
-    setsockopt(sock.fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (::connect(sock.fd_, &address.u.sa, address.length()) == 0) return sock;
-    int err = errno;
-    bool retryable = err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH ||
-                     err == EAGAIN || err == EINTR || err == ECONNRESET;
-    if (!retryable || deadline.expired())
-      return errorStatus(ncclRemoteError, "connect to %s: %s", address.toString().c_str(), strerror(err));
+    const int left = deadline.remainingMsForPoll();
+    int err = 0;
+    Result<Socket> sock = connectOnce(address, left < 0 || left > kAttemptMs ? kAttemptMs : std::max(left, 1), &err);
+    if (sock.ok()) return sock;
+    // Refused or unreachable may be a peer not listening yet: try again.
+    const bool retryable = err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH ||
+                           err == EAGAIN || err == EINTR || err == ECONNRESET;
+    if (!retryable || deadline.expired() || (stop != nullptr && stop->load(std::memory_order_relaxed) != 0))
+      return sock;
     std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
     delayMs = std::min(delayMs * 2, 100);
   }

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -63,7 +64,14 @@ class Socket {
   // Listens on `address` (port 0: any free port).
   static Result<Socket> listen(const SocketAddress& address, int backlog = 16384);
   // Connects, retrying refused or unreachable attempts until the deadline.
-  static Result<Socket> connect(const SocketAddress& address, Deadline deadline);
+  // Each attempt is bounded (an unanswered SYN does not block for the
+  // kernel's two minutes); a non-zero `*stop` ends the retries early.
+  static Result<Socket> connect(const SocketAddress& address, Deadline deadline,
+                                const std::atomic<uint32_t>* stop = nullptr);
+  // One attempt, bounded by timeoutMs. On failure `*error` (optional) is the
+  // errno: ECONNREFUSED says nothing listens there (a process that listened
+  // before is gone), ETIMEDOUT that nothing answered in time.
+  static Result<Socket> connectOnce(const SocketAddress& address, int timeoutMs, int* error = nullptr);
 
   Result<Socket> accept(Deadline deadline) const;
   Status sendAll(const void* data, size_t len, Deadline deadline) const;

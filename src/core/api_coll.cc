@@ -4,6 +4,7 @@
 #include "core/api.h"
 #include "core/api_log.h"
 #include "core/comm.h"
+#include "core/comm_registry.h"
 #include "core/datatypes.h"
 #include "core/enqueue.h"
 #include "core/group.h"
@@ -23,7 +24,7 @@ ncclResult_t collectiveCall(const char* api, ncclComm_t comm, const CollArgs& ar
     logCall({api + 4, args.sendbuff, args.recvbuff, args.count, args.datatype, static_cast<int>(args.op), args.root,
              comm, args.stream});
   Comm* c = asComm(comm);
-  if (c != nullptr && c->magic == kCommMagic && c->execMutex.tryEnterBiased()) {
+  if (isLiveComm(c) && c->execMutex.tryEnterBiased()) {
     weft::Status status;
     bool ran = false;
     try {

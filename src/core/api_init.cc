@@ -4,10 +4,13 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/shm.h"
 #include "core/api.h"
 #include "core/api_log.h"
 #include "core/comm.h"
+#include "core/comm_registry.h"
 #include "core/cuda_backend.h"
+#include "core/failure.h"
 #include "core/group.h"
 #include "core/init.h"
 #include "core/split.h"
@@ -65,6 +68,12 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, c
   Comm* raw = comm.get();
   auto run = [raw, contents]() {
     Status status = initComm(raw, contents);
+    if (!status.ok() && raw->abortFlag.load() == 0) {
+      // The peers may be waiting on this rank in init: tell them, naming
+      // the rank found gone if that is why.
+      const int suspect = raw->bootstrap ? raw->bootstrap->suspect() : -1;
+      reportFailure(raw, suspect >= 0 ? suspect : raw->rank, status);
+    }
     markInitResult(raw, status);
     return status.withContext(strFormat("init of rank %d", raw->rank));
   };
@@ -87,7 +96,14 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, c
 Status destroyComm(ncclComm_t handle, bool abort) {
   WEFT_RETURN_IF_ERROR(checkComm(handle));
   Comm* comm = asComm(handle);
-  if (abort) comm->abortFlag.store(1);
+  // Calls made from now on are refused; those in flight are waited out below.
+  unregisterComm(comm);
+  if (abort) {
+    // Peers blocked on this rank fail at once rather than at their timeout.
+    if (comm->state.load() != static_cast<int>(CommState::kFinalized))
+      reportFailure(comm, comm->rank, errorStatus(ncclInvalidUsage, "rank %d called ncclCommAbort", comm->rank));
+    comm->abortFlag.store(1);
+  }
   if (comm->initThread.joinable()) comm->initThread.join();
   { std::lock_guard<ExecLock> lock(comm->execMutex); }  // in-flight operations have returned
   // ...and left the library (they may still be recording their error).
@@ -106,7 +122,11 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   }
   WEFT_INFO(log::kInit, "comm %p rank %d nranks %d - %s COMPLETE", static_cast<void*>(comm), comm->rank, comm->nranks,
             abort ? "Abort" : "Destroy");
+  const bool failed = abort || comm->state.load() == static_cast<int>(CommState::kFailed);
+  unwatchFailureNotices(comm);
   delete static_cast<ncclComm*>(handle);
+  // A peer that died may have left segments nobody else can name.
+  if (failed) removeShmOfDeadProcesses();
   return okStatus();
 }
 

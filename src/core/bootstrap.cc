@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "common/log.h"
 #include "common/params.h"
@@ -11,19 +13,116 @@
 namespace weft::core {
 namespace {
 
-constexpr int kPollSliceMs = 100;  // how often blocking waits look at the abort flag
+constexpr int kPollSliceMs = 100;                // how often blocking waits look at the abort flag
+constexpr int64_t kProbeEveryNs = 1000000000ll;  // a waited-on peer's listener is probed once a second
+constexpr int kNoticeConnectMs = 250;            // per connection attempt: a notice, a probe, a send
+
+constexpr int kNoticeGraceMs = 250;     // how long a rank that found a peer gone waits for a notice
+constexpr int kNoticeBudgetMs = 500;  // all notices of one failure: abort must return within a second
+constexpr size_t kNoticeBatch = 256;  // connections open at once (file descriptors)
+
+// A notice on its way to one peer: a non-blocking connect, then one send
+// (header and body fit in any socket buffer).
+struct NoticeSend {
+  Socket socket;
+  bool done = false;
+};
+
+// Sends `message` to every address at once, best effort (a peer may be gone
+// too), until all are sent or the deadline passes.
+void sendToAll(const std::vector<SocketAddress>& to, const std::vector<char>& message, Deadline deadline) {
+  std::vector<NoticeSend> sends(to.size());
+  std::vector<pollfd> fds;
+  for (size_t i = 0; i < to.size(); ++i) {
+    sends[i].socket = Socket(::socket(to[i].family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    const bool started = sends[i].socket.valid() &&
+                         (::connect(sends[i].socket.fd(), &to[i].u.sa, to[i].length()) == 0 || errno == EINPROGRESS);
+    sends[i].done = !started;
+  }
+  for (;;) {
+    fds.clear();
+    for (const NoticeSend& s : sends)
+      if (!s.done) fds.push_back({s.socket.fd(), POLLOUT, 0});
+    if (fds.empty() || deadline.expired()) return;
+    if (::poll(fds.data(), fds.size(), std::max(1, deadline.remainingMsForPoll())) <= 0) continue;
+    size_t f = 0;
+    for (NoticeSend& s : sends) {
+      if (s.done) continue;
+      const pollfd& p = fds[f++];
+      if (p.revents == 0) continue;
+      // Connected (or refused: then send fails and the peer is skipped).
+      (void)::send(s.socket.fd(), message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      s.done = true;
+    }
+  }
+}
 
 }  // namespace
 
 Bootstrap::Bootstrap(int rank, int nranks, uint64_t secret, Socket listen, const std::atomic<uint32_t>* abortFlag)
-    : rank_(rank), nranks_(nranks), secret_(secret), listen_(std::move(listen)), abortFlag_(abortFlag) {}
+    : rank_(rank),
+      nranks_(nranks),
+      secret_(secret),
+      mailbox_(std::make_unique<BootstrapMailbox>(std::move(listen), secret, rank, nranks)),
+      abortFlag_(abortFlag) {}
 
 Deadline Bootstrap::deadline() const { return Deadline::afterSec(param::bootstrapTimeoutSec()); }
+
+Status Bootstrap::noticeStatus() const {
+  BootstrapMailbox::Notice n = mailbox_->firstNotice();
+  return errorStatus(ncclRemoteError, "rank %d: rank %d failed (reported by rank %d): %s", rank_, n.origin, n.reporter,
+                     n.why.c_str());
+}
 
 Status Bootstrap::checkAbort() const {
   if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed))
     return errorStatus(ncclInvalidUsage, "rank %d: bootstrap interrupted by ncclCommAbort", rank_);
+  if (mailbox_->noticed()) return noticeStatus();
   return okStatus();
+}
+
+bool Bootstrap::awaitNotice() const {
+  for (int waited = 0; waited < kNoticeGraceMs && !mailbox_->noticed(); waited += 5)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return mailbox_->noticed();
+}
+
+Status Bootstrap::peerGone(int peer, const char* how) {
+  // The peer may have gone because another rank failed first, and its
+  // notice may be on its way (from the peer itself, before it exited): give
+  // it a moment, so the error names the rank that failed first.
+  if (awaitNotice()) return noticeStatus();
+  int expected = -1;
+  suspect_.compare_exchange_strong(expected, peer);
+  const std::string where =
+      peers_.empty() ? std::string() : " (bootstrap address " + peers_[static_cast<size_t>(peer)].toString() + ")";
+  return errorStatus(ncclRemoteError, "rank %d: rank %d%s is gone: %s; it exited, was killed or aborted its communicator",
+                     rank_, peer, where.c_str(), how);
+}
+
+bool Bootstrap::peerAlive(int peer) {
+  if (peer < 0 || peer >= nranks_ || peer == rank_) return true;
+  // In join only the ring neighbours' addresses are known.
+  const int prevRank = (rank_ + nranks_ - 1) % nranks_;
+  const SocketAddress at = !peers_.empty() ? peers_[static_cast<size_t>(peer)] : peer == prevRank ? prev_ : SocketAddress{};
+  if (!at.valid()) return true;
+  int err = 0;
+  Result<Socket> conn = Socket::connectOnce(at, kNoticeConnectMs, &err);
+  if (!conn.ok()) return err != ECONNREFUSED;  // no answer in time proves nothing
+  wire::PeerHeader probe{secret_, rank_, wire::kProbeTag, 0};
+  (void)conn.value().sendAll(&probe, sizeof(probe), Deadline::afterMs(kNoticeConnectMs));
+  return true;
+}
+
+std::function<Status()> Bootstrap::waitCheck(int peer) {
+  auto nextProbe = std::make_shared<int64_t>(nowNs() + kProbeEveryNs);
+  return [this, peer, nextProbe]() -> Status {
+    WEFT_RETURN_IF_ERROR(checkAbort());
+    if (nowNs() < *nextProbe) return okStatus();
+    *nextProbe = nowNs() + kProbeEveryNs;
+    if (!peerAlive(peer)) return peerGone(peer, "its bootstrap listener refuses connections");
+    return okStatus();
+  };
 }
 
 Result<Socket> Bootstrap::listenOnBootstrapInterface() {
@@ -34,29 +133,67 @@ Result<Socket> Bootstrap::listenOnBootstrapInterface() {
   return Socket::listen(interfaces[0].address);
 }
 
+namespace {
+
+// The root's answer, waited for in slices so that abort ends the wait.
+Result<wire::Welcome> awaitWelcome(const Socket& root, int rank, const SocketAddress& rootAddress,
+                                   const std::function<Status()>& checkAbort) {
+  wire::Welcome welcome{};
+  size_t got = 0;
+  const Deadline limit = Deadline::afterSec(param::bootstrapTimeoutSec() + 30);  // the root's own timeout first
+  while (got < sizeof(welcome)) {
+    WEFT_RETURN_IF_ERROR(checkAbort());
+    Result<bool> readable = root.waitReadable(kPollSliceMs);
+    if (!readable.ok()) return readable.status();
+    if (!readable.value()) {
+      if (limit.expired())
+        return errorStatus(ncclRemoteError, "rank %d: no answer from the bootstrap root %s", rank,
+                           rootAddress.toString().c_str());
+      continue;
+    }
+    Result<size_t> n = root.recvSome(reinterpret_cast<char*>(&welcome) + got, sizeof(welcome) - got);
+    if (!n.ok())
+      return n.status().withContext(
+          strFormat("rank %d: waiting for the bootstrap root %s", rank, rootAddress.toString().c_str()));
+    got += n.value();
+  }
+  welcome.message[sizeof(welcome.message) - 1] = '\0';
+  return welcome;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Bootstrap>> Bootstrap::join(const UniqueIdContents& id, int rank, int nranks,
                                                    const std::atomic<uint32_t>* abortFlag) {
   WEFT_ASSIGN_OR_RETURN(Socket listen, listenOnBootstrapInterface());
+  const SocketAddress listenAddress = listen.localAddress();
   std::unique_ptr<Bootstrap> self(new Bootstrap(rank, nranks, id.secret, std::move(listen), abortFlag));
   const Deadline deadline = self->deadline();
-  Result<Socket> root = Socket::connect(id.root, deadline);
+  Result<Socket> root = Socket::connect(id.root, deadline, abortFlag);
+  WEFT_RETURN_IF_ERROR(self->checkAbort());
   if (!root.ok())
     return root.status().withContext(strFormat(
         "rank %d: cannot reach the bootstrap root at %s within %lld s (is the process that called ncclGetUniqueId "
         "alive, and is this unique id used for one communicator only?)",
         rank, id.root.toString().c_str(), static_cast<long long>(param::bootstrapTimeoutSec())));
-  wire::Hello hello{wire::kHelloMagic, id.secret, rank, nranks, self->listen_.localAddress()};
+  wire::Hello hello{wire::kHelloMagic, id.secret, rank, nranks, listenAddress};
   WEFT_RETURN_IF_ERROR(root.value().sendAll(&hello, sizeof(hello), deadline));
-  wire::Welcome welcome{};
-  Status got = root.value().recvAll(&welcome, sizeof(welcome), Deadline::afterSec(param::bootstrapTimeoutSec() + 30));
-  if (!got.ok())
-    return got.withContext(strFormat("rank %d: waiting for the bootstrap root %s", rank, id.root.toString().c_str()));
-  welcome.message[sizeof(welcome.message) - 1] = '\0';
+  WEFT_ASSIGN_OR_RETURN(wire::Welcome welcome,
+                        awaitWelcome(root.value(), rank, id.root, [&self] { return self->checkAbort(); }));
   if (welcome.status != 0) return errorStatus(ncclInvalidUsage, "bootstrap: %s", welcome.message);
-  WEFT_RETURN_IF_ERROR(self->connectRing(welcome.next));
-  self->peers_.assign(static_cast<size_t>(nranks), SocketAddress{});
-  self->peers_[static_cast<size_t>(rank)] = self->listen_.localAddress();
-  WEFT_RETURN_IF_ERROR(self->allGather(self->peers_.data(), sizeof(SocketAddress)));
+  self->next_ = welcome.next;
+  self->prev_ = welcome.prev;
+  Status ring = self->connectRing(welcome.next);
+  if (ring.ok()) {
+    std::vector<SocketAddress> addresses(static_cast<size_t>(nranks));
+    addresses[static_cast<size_t>(rank)] = listenAddress;
+    ring = self->allGather(addresses.data(), sizeof(SocketAddress));
+    if (ring.ok()) self->peers_ = std::move(addresses);
+  }
+  if (!ring.ok()) {
+    self->passOnJoinFailure(ring);
+    return ring;
+  }
   return self;
 }
 
@@ -74,89 +211,87 @@ Status Bootstrap::connectRing(const SocketAddress& next) {
   if (nranks_ == 1) return okStatus();
   const int nextRank = (rank_ + 1) % nranks_;
   const int prevRank = (rank_ + nranks_ - 1) % nranks_;
-  Result<Socket> conn = Socket::connect(next, deadline());
+  Result<Socket> conn = Socket::connect(next, deadline(), abortFlag_);
+  WEFT_RETURN_IF_ERROR(checkAbort());
   if (!conn.ok()) return conn.status().withContext(strFormat("rank %d: bootstrap ring to rank %d", rank_, nextRank));
   wire::PeerHeader header{secret_, rank_, wire::kRingTag, 0};
   WEFT_RETURN_IF_ERROR(conn.value().sendAll(&header, sizeof(header), deadline()));
   ringNext_ = std::move(conn).value();
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (;;) {
-    WEFT_ASSIGN_OR_RETURN(Incoming in, acceptOne("the bootstrap ring connection"));
-    if (in.tag == wire::kRingTag && in.from == prevRank) {
-      ringPrev_ = std::move(in.socket);
-      return okStatus();
-    }
-    Message message;
-    WEFT_RETURN_IF_ERROR(readMessage(in, &message));
-    unexpected_.push_back(std::move(message));
-  }
-}
-
-Result<Bootstrap::Incoming> Bootstrap::acceptOne(const char* waitingFor) {
-  const Deadline limit = deadline();
-  for (;;) {
-    WEFT_RETURN_IF_ERROR(checkAbort());
-    if (limit.expired())
-      return errorStatus(ncclRemoteError,
-                         "rank %d: no peer connected for %lld s while waiting for %s "
-                         "(WEFT_BOOTSTRAP_TIMEOUT); a peer may have died or not called this function",
-                         rank_, static_cast<long long>(param::bootstrapTimeoutSec()), waitingFor);
-    WEFT_ASSIGN_OR_RETURN(bool readable, listen_.waitReadable(kPollSliceMs));
-    if (!readable) continue;
-    Result<Socket> conn = listen_.accept(Deadline::afterMs(kPollSliceMs));
-    if (!conn.ok()) continue;
-    wire::PeerHeader header{};
-    if (!conn.value().recvAll(&header, sizeof(header), Deadline::afterSec(10)).ok() || header.secret != secret_ ||
-        header.from < 0 || header.from >= nranks_) {
-      WEFT_WARN("rank %d: bootstrap dropped a connection that did not present this communicator's secret", rank_);
-      continue;
-    }
-    return Incoming{std::move(conn).value(), header.from, header.tag, header.bytes};
-  }
-}
-
-Status Bootstrap::readMessage(Incoming& in, Message* out) {
-  out->from = in.from;
-  out->tag = in.tag;
-  out->data.resize(in.bytes);
-  Status got = in.socket.recvAll(out->data.data(), in.bytes, deadline());
-  return got.withContext(strFormat("rank %d: bootstrap message from rank %d", rank_, in.from));
+  // Peers' addresses are not known yet at join: the check is abort and notices only.
+  std::function<Status()> check =
+      peers_.empty() ? std::function<Status()>([this] { return checkAbort(); }) : waitCheck(prevRank);
+  WEFT_ASSIGN_OR_RETURN(ringPrev_, mailbox_->takeRing(prevRank, deadline(), check));
+  return okStatus();
 }
 
 Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
-  Result<Socket> conn = Socket::connect(peers_[static_cast<size_t>(peer)], deadline());
-  if (!conn.ok()) return conn.status().withContext(strFormat("rank %d: bootstrap send to rank %d", rank_, peer));
+  // Every peer listens from its join on: a refusal means it is gone, and
+  // retrying would only wait for the timeout.
+  const SocketAddress& to = peers_[static_cast<size_t>(peer)];
+  const Deadline limit = deadline();
+  Result<Socket> conn = Status();
+  for (;;) {
+    WEFT_RETURN_IF_ERROR(checkAbort());
+    int err = 0;
+    conn = Socket::connectOnce(to, kNoticeConnectMs, &err);
+    if (conn.ok()) break;
+    if (err == ECONNREFUSED) return peerGone(peer, "its bootstrap listener refuses connections");
+    if (limit.expired()) return conn.status().withContext(strFormat("rank %d: bootstrap send to rank %d", rank_, peer));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // unreachable for now: not a busy loop
+  }
   wire::PeerHeader header{secret_, rank_, tag, bytes};
-  WEFT_RETURN_IF_ERROR(conn.value().sendAll(&header, sizeof(header), deadline()));
-  return conn.value().sendAll(data, bytes, deadline());
+  WEFT_RETURN_IF_ERROR(conn.value().sendAll(&header, sizeof(header), limit));
+  return conn.value().sendAll(data, bytes, limit);
 }
 
 Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Message message;
-  bool found = false;
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    if (it->from == peer && it->tag == tag) {
-      message = std::move(*it);
-      unexpected_.erase(it);
-      found = true;
-      break;
-    }
-  }
-  while (!found) {
-    std::string what = strFormat("a message from rank %d (tag %d)", peer, tag);
-    WEFT_ASSIGN_OR_RETURN(Incoming in, acceptOne(what.c_str()));
-    if (in.tag == wire::kRingTag) continue;  // a stale ring connection: nothing to read
-    WEFT_RETURN_IF_ERROR(readMessage(in, &message));
-    found = message.from == peer && message.tag == tag;
-    if (!found) unexpected_.push_back(std::move(message));
-  }
-  if (message.data.size() != bytes)
+  WEFT_ASSIGN_OR_RETURN(std::vector<char> message, mailbox_->take(peer, tag, deadline(), waitCheck(peer)));
+  if (message.size() != bytes)
     return errorStatus(ncclInternalError,
                        "rank %d: bootstrap message from rank %d (tag %d) has %zu bytes, expected %zu", rank_, peer, tag,
-                       message.data.size(), bytes);
-  std::memcpy(data, message.data.data(), bytes);
+                       message.size(), bytes);
+  std::memcpy(data, message.data(), bytes);
   return okStatus();
+}
+
+// Before the addresses are exchanged a rank knows only its ring successor's:
+// the notice goes there, and each rank whose join fails on it passes it on,
+// so it travels the ring (a rank that failed already refuses it).
+void Bootstrap::passOnJoinFailure(const Status& failure) {
+  if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed)) return;
+  const bool relayed = mailbox_->noticed();
+  const BootstrapMailbox::Notice n = mailbox_->firstNotice();
+  notifyFailure(relayed ? n.origin : (suspect() >= 0 ? suspect() : rank_),
+                relayed ? n.why : failure.message());
+}
+
+void Bootstrap::notifyFailure(int origin, const std::string& why) {
+  if (nranks_ == 1) return;
+  wire::FailureNotice notice{};
+  notice.origin = origin;
+  notice.reporter = rank_;
+  std::snprintf(notice.why, sizeof(notice.why), "%s", why.c_str());
+  WEFT_INFO(log::kBootstrap, "rank %d: telling %d peers that rank %d failed", rank_, nranks_ - 1, origin);
+  const wire::PeerHeader header{secret_, rank_, wire::kNoticeTag, sizeof(notice)};
+  std::vector<char> message(sizeof(header) + sizeof(notice));
+  std::memcpy(message.data(), &header, sizeof(header));
+  std::memcpy(message.data() + sizeof(header), &notice, sizeof(notice));
+  // Sent before returning, in parallel and within a fixed budget: the caller
+  // is often about to exit (an abort, then the process), which would end a
+  // thread left to do it.
+  const Deadline deadline = Deadline::afterMs(kNoticeBudgetMs);
+  if (peers_.empty()) {  // in join: the successor only (passOnJoinFailure)
+    if (next_.valid()) sendToAll({next_}, message, deadline);
+    return;
+  }
+  std::vector<SocketAddress> batch;
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (static_cast<int>(r) != rank_) batch.push_back(peers_[r]);
+    if (batch.size() == kNoticeBatch || (r + 1 == peers_.size() && !batch.empty())) {
+      sendToAll(batch, message, deadline);
+      batch.clear();
+    }
+  }
 }
 
 // Sends to the next rank and receives from the previous one at the same
@@ -167,6 +302,8 @@ Status Bootstrap::exchange(const void* sendData, void* recvData, size_t bytes) {
   size_t sent = 0;
   size_t received = 0;
   const Deadline limit = deadline();
+  const int next = (rank_ + 1) % nranks_;
+  const int prev = (rank_ + nranks_ - 1) % nranks_;
   while (sent < bytes || received < bytes) {
     WEFT_RETURN_IF_ERROR(checkAbort());
     pollfd fds[2] = {{ringNext_.fd(), static_cast<short>(sent < bytes ? POLLOUT : 0), 0},
@@ -174,25 +311,23 @@ Status Bootstrap::exchange(const void* sendData, void* recvData, size_t bytes) {
     int rc = ::poll(fds, 2, kPollSliceMs);
     if (rc < 0 && errno != EINTR) return errorStatus(ncclSystemError, "bootstrap ring poll: %s", strerror(errno));
     if (rc <= 0) {
+      if (limit.expired() && awaitNotice()) return noticeStatus();  // a rank that knows more told us
       if (limit.expired())
         return errorStatus(ncclRemoteError,
                            "rank %d: bootstrap ring exchange stalled for %lld s (rank %d or %d stopped)", rank_,
-                           static_cast<long long>(param::bootstrapTimeoutSec()), (rank_ + nranks_ - 1) % nranks_,
-                           (rank_ + 1) % nranks_);
+                           static_cast<long long>(param::bootstrapTimeoutSec()), prev, next);
       continue;
     }
     if (sent < bytes && (fds[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t n = ::send(ringNext_.fd(), out + sent, bytes - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0 && errno != EAGAIN && errno != EINTR)
-        return errorStatus(ncclRemoteError, "rank %d: bootstrap ring send to rank %d: %s", rank_, (rank_ + 1) % nranks_,
-                           strerror(errno));
+        return peerGone(next, strFormat("the bootstrap ring connection to it failed (%s)", strerror(errno)).c_str());
       if (n > 0) sent += static_cast<size_t>(n);
     }
     if (received < bytes && (fds[1].revents & (POLLIN | POLLERR | POLLHUP))) {
       ssize_t n = ::recv(ringPrev_.fd(), in + received, bytes - received, MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-        return errorStatus(ncclRemoteError, "rank %d: bootstrap ring connection from rank %d closed: the peer exited",
-                           rank_, (rank_ + nranks_ - 1) % nranks_);
+        return peerGone(prev, "it closed the bootstrap ring connection");
       if (n > 0) received += static_cast<size_t>(n);
     }
   }

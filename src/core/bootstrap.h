@@ -5,13 +5,15 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "common/socket.h"
 #include "common/status.h"
+#include "core/bootstrap_mailbox.h"
 #include "core/bootstrap_wire.h"
 #include "core/unique_id.h"
 
@@ -34,6 +36,7 @@ class Bootstrap {
   static Result<Socket> listenOnBootstrapInterface();
 
   int rank() const { return rank_; }
+  SocketAddress address() const { return mailbox_->address(); }  // this rank's listener
   int nranks() const { return nranks_; }
   uint64_t secret() const { return secret_; }
 
@@ -41,41 +44,52 @@ class Bootstrap {
   Status allGather(void* data, size_t bytes);
   Status barrier();
   Status send(int peer, int tag, const void* data, size_t bytes);
+  // Waits for the message; fails early when the peer is found gone (its
+  // listener refuses connections), on abort, or on a failure notice.
   Status recv(int peer, int tag, void* data, size_t bytes);
 
- private:
-  struct Message {
-    int from;
-    int tag;
-    std::vector<char> data;
-  };
+  // Failure propagation. notifyFailure tells every other rank that rank
+  // `origin` failed and why, to all at once and within half a second; each
+  // receiver's mailbox runs the handler set with setNoticeHandler. The
+  // bootstrap connections do not depend on the data path.
+  void notifyFailure(int origin, const std::string& why);
+  void setNoticeHandler(BootstrapMailbox::NoticeHandler handler) { mailbox_->setNoticeHandler(std::move(handler)); }
+  bool noticed() const { return mailbox_->noticed(); }
+  // A failure notice received, as an error naming the rank that failed first.
+  Status noticeStatus() const;
+  // The rank a failed wait found gone (dead listener, closed ring link), or -1.
+  int suspect() const { return suspect_.load(std::memory_order_relaxed); }
+  // Whether `peer` is still there: false only when its listener refuses a
+  // connection (the process exited, or its communicator is gone).
+  bool peerAlive(int peer);
+  // For a wait on `peer` outside the bootstrap (a network accept): fails on
+  // abort, on a failure notice, and (probed once a second) when the peer is gone.
+  std::function<Status()> waitCheck(int peer);
 
+ private:
   Bootstrap(int rank, int nranks, uint64_t secret, Socket listen, const std::atomic<uint32_t>* abortFlag);
-  struct Incoming {
-    Socket socket;
-    int from;
-    int tag;
-    uint64_t bytes;
-  };
 
   Status connectRing(const SocketAddress& next);
-  // Accepts the next connection that presents our secret (others are dropped).
-  Result<Incoming> acceptOne(const char* waitingFor);
-  Status readMessage(Incoming& in, Message* out);
   Status exchange(const void* sendData, void* recvData, size_t bytes);
   Deadline deadline() const;
+  // Abort, or a failure notice: why a wait must end now.
   Status checkAbort() const;
+  Status peerGone(int peer, const char* how);
+  void passOnJoinFailure(const Status& failure);
+  // Waits a moment for a failure notice (true when one came).
+  bool awaitNotice() const;
 
   int rank_;
   int nranks_;
   uint64_t secret_;
-  Socket listen_;
+  std::unique_ptr<BootstrapMailbox> mailbox_;
   Socket ringNext_;
   Socket ringPrev_;
-  std::vector<SocketAddress> peers_;
-  std::deque<Message> unexpected_;
-  std::mutex mutex_;
+  std::vector<SocketAddress> peers_;  // every rank's listener; empty until join's exchange of them
+  SocketAddress next_;                // the ring successor's listener
+  SocketAddress prev_;                // the ring predecessor's listener
   const std::atomic<uint32_t>* abortFlag_;
+  std::atomic<int> suspect_{-1};
 };
 
 }  // namespace weft::core

@@ -2,6 +2,8 @@
 // each rank the address of the next one, from which the ranks build their
 // own ring. Serves one communicator, then exits. If ranks are missing when
 // the timeout expires, the ranks that did arrive are told which are missing.
+#include <poll.h>
+
 #include <algorithm>
 #include <cstring>
 #include <thread>
@@ -10,6 +12,7 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "core/bootstrap_wire.h"
+#include "core/hello_gate.h"
 #include "core/unique_id.h"
 
 namespace weft::core {
@@ -27,8 +30,11 @@ void replyAll(std::vector<Arrival>& arrivals, const std::string& error) {
     std::snprintf(welcome.message, sizeof(welcome.message), "%s", error.c_str());
     if (error.empty()) {
       int next = (a.hello.rank + 1) % a.hello.nranks;
-      for (const Arrival& b : arrivals)
+      int prev = (a.hello.rank + a.hello.nranks - 1) % a.hello.nranks;
+      for (const Arrival& b : arrivals) {
         if (b.hello.rank == next) welcome.next = b.hello.listen;
+        if (b.hello.rank == prev) welcome.prev = b.hello.listen;
+      }
     }
     (void)a.socket.sendAll(&welcome, sizeof(welcome), Deadline::afterSec(10));
   }
@@ -61,37 +67,53 @@ std::string checkHello(const wire::Hello& hello, const std::vector<Arrival>& arr
   return "";
 }
 
+// Hellos are read by the gate, many at once: a stranger or an idle
+// connection never delays a real rank (hello_gate.h).
 void serve(Socket listen, uint64_t secret) {
   const int64_t timeoutSec = param::bootstrapTimeoutSec();
-  Deadline deadline = Deadline::afterSec(timeoutSec);
+  const Deadline deadline = Deadline::afterSec(timeoutSec);
+  const std::string name = strFormat("bootstrap root %s", listen.localAddress().toString().c_str());
+  HelloGate gate(name, sizeof(wire::Hello), [secret](const void* bytes) {
+    wire::Hello h;
+    std::memcpy(&h, bytes, sizeof(h));
+    return h.magic == wire::kHelloMagic && h.secret == secret;
+  });
   std::vector<Arrival> arrivals;
+  std::vector<pollfd> fds;
+  std::vector<HelloGate::Arrival> arrived;
   int nranks = -1;
   std::string error;
   while (error.empty() && (nranks < 0 || static_cast<int>(arrivals.size()) < nranks)) {
-    Result<Socket> conn = listen.accept(deadline);
-    if (!conn.ok()) {
+    if (deadline.expired()) {
       error = strFormat(
-          "only %zu of %d ranks reached the bootstrap root at %s within %lld s (WEFT_BOOTSTRAP_TIMEOUT); "
-          "missing ranks: %s",
-          arrivals.size(), nranks, listen.localAddress().toString().c_str(), static_cast<long long>(timeoutSec),
-          missingRanks(arrivals, nranks).c_str());
+          "only %zu of %d ranks reached the %s within %lld s (WEFT_BOOTSTRAP_TIMEOUT); missing ranks: %s%s",
+          arrivals.size(), nranks, name.c_str(), static_cast<long long>(timeoutSec),
+          missingRanks(arrivals, nranks).c_str(),
+          gate.strangers() > 0 ? strFormat(" (%llu other connections were not ranks of this id and were closed)",
+                                           static_cast<unsigned long long>(gate.strangers()))
+                                     .c_str()
+                               : "");
       break;
     }
-    wire::Hello hello{};
-    if (!conn.value().recvAll(&hello, sizeof(hello), Deadline::afterSec(10)).ok() || hello.magic != wire::kHelloMagic ||
-        hello.secret != secret) {
-      WEFT_WARN("bootstrap root %s: dropped a connection that did not present this id's secret",
-                listen.localAddress().toString().c_str());
-      continue;
+    fds.clear();
+    gate.addPollFds(listen, &fds);
+    const int gateMs = gate.msUntilNextDeadline();
+    const int leftMs = deadline.remainingMsForPoll();
+    (void)::poll(fds.data(), fds.size(), gateMs < 0 ? leftMs : std::min(gateMs, leftMs));
+    arrived.clear();
+    gate.handle(listen, fds.data(), &arrived);
+    for (HelloGate::Arrival& a : arrived) {
+      wire::Hello hello;
+      std::memcpy(&hello, a.hello.data(), sizeof(hello));
+      if (nranks < 0) nranks = hello.nranks;
+      error = checkHello(hello, arrivals, nranks);
+      arrivals.push_back(Arrival{std::move(a.socket), hello});
+      if (!error.empty()) break;
     }
-    if (nranks < 0) nranks = hello.nranks;
-    error = checkHello(hello, arrivals, nranks);
-    arrivals.push_back(Arrival{std::move(conn).value(), hello});
   }
-  if (!error.empty()) WEFT_WARN("bootstrap root: %s", error.c_str());
+  if (!error.empty()) WEFT_WARN("%s: %s", name.c_str(), error.c_str());
   replyAll(arrivals, error);
-  WEFT_INFO(log::kBootstrap, "bootstrap root %s served %zu ranks", listen.localAddress().toString().c_str(),
-            arrivals.size());
+  WEFT_INFO(log::kBootstrap, "%s served %zu ranks", name.c_str(), arrivals.size());
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ struct Welcome {
   int32_t status;  // 0 ok; otherwise `message` says why
   char message[252];
   SocketAddress next;  // the listen address of rank + 1
+  SocketAddress prev;  // and of rank - 1, whose liveness the rank checks while it waits for its ring connection
 };
 
 // Prefix of every connection between ranks.
@@ -34,6 +35,19 @@ struct PeerHeader {
   uint64_t bytes;
 };
 
-constexpr int32_t kRingTag = -1;
+constexpr int32_t kRingTag = -1;    // the connection becomes the ring link from `from`
+constexpr int32_t kProbeTag = -2;   // a liveness probe: no body, dropped on arrival
+constexpr int32_t kNoticeTag = -3;  // a FailureNotice follows
+
+// The largest message a peer may announce (a bootstrap message is a few KiB).
+constexpr uint64_t kMaxMessageBytes = 1ull << 30;
+
+// Body of a kNoticeTag message: rank `origin` failed (or aborted); `reporter`
+// found out and tells everyone.
+struct FailureNotice {
+  int32_t origin;
+  int32_t reporter;
+  char why[504];
+};
 
 }  // namespace weft::core::wire

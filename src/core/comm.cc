@@ -1,18 +1,19 @@
 #include "core/comm.h"
 
 #include "common/params.h"
+#include "core/comm_registry.h"
 #include "core/cuda_backend.h"
 #include "core/host_executor.h"
 
 namespace weft::core {
 
-Comm::Comm() = default;
+Comm::Comm() { registerComm(this); }
 
 Comm::~Comm() {
   if (initThread.joinable()) initThread.join();
   executor.reset();  // joins workers before connections go away
   proxy.reset();     // and the proxy, which drives the net connections
-  magic = kCommDeadMagic;
+  unregisterComm(this);
 }
 
 const device::ChannelView& Channel::view(int rank) const {
@@ -88,11 +89,10 @@ Status drainProxy(Comm* comm) {
 
 Status checkComm(const ncclComm_t comm, const char* argName) {
   if (comm == nullptr) return errorStatus(ncclInvalidArgument, "%s is NULL, expected a communicator", argName);
-  const Comm* c = asComm(comm);
-  if (c->magic == kCommDeadMagic)
-    return errorStatus(ncclInvalidUsage, "%s %p was already destroyed", argName, static_cast<const void*>(comm));
-  if (c->magic != kCommMagic)
-    return errorStatus(ncclInvalidArgument, "%s %p is not a communicator (bad magic)", argName,
+  // Nothing is read through the handle before it is known to be live.
+  if (!isLiveComm(comm))
+    return errorStatus(ncclInvalidArgument,
+                       "%s %p is not a live communicator: it was destroyed or aborted, or never initialised", argName,
                        static_cast<const void*>(comm));
   return okStatus();
 }

@@ -32,9 +32,6 @@ namespace weft::core {
 
 class HostExecutor;
 
-constexpr uint64_t kCommMagic = 0x5765667443306d6dull;      // live
-constexpr uint64_t kCommDeadMagic = 0x5765667444656164ull;  // destroyed
-
 // What every rank tells the others at init (fixed-size, exchanged by allGather).
 struct PeerInfo {
   int32_t rank;
@@ -83,13 +80,14 @@ struct CommTopology;
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized };
 
+// Constructed and destroyed, a Comm enters and leaves the registry of live
+// communicators (core/comm_registry.h) that every API handle is checked against.
 struct Comm {
   Comm();
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  uint64_t magic = kCommMagic;
   int rank = -1;
   int nranks = 0;
   int cudaDev = -1;
@@ -148,7 +146,11 @@ struct Comm {
   // Created with the first network connection; drives every net link.
   std::unique_ptr<proxy::ProgressEngine> proxy;
   std::atomic<uint32_t> netFailed{0};  // set by the proxy when the network fails
-  uint64_t launchCount = 0;            // launches so far (proxy operation ids)
+  // Set when another rank's failure notice arrives (core/failure.h); host
+  // waits poll it.
+  std::atomic<uint32_t> peerFailed{0};
+  std::atomic<bool> failureReported{false};  // this rank told its peers already
+  uint64_t launchCount = 0;                  // launches so far (proxy operation ids)
   std::unique_ptr<CudaState> cuda;
   // Held while operations run; abort takes it to wait them out. Biased to
   // the calling thread: a repeat runs without taking it (exec_lock.h).
@@ -166,7 +168,8 @@ struct Comm {
 // bounded by WEFT_TIMEOUT, an error names what is left.
 Status drainProxy(Comm* comm);
 
-// Validates a handle from the API (null, destroyed, or not a communicator).
+// Validates a handle from the API (null, destroyed, or not a communicator)
+// without reading through it unless it is live.
 Status checkComm(const ncclComm_t comm, const char* argName = "comm");
 
 }  // namespace weft::core

@@ -11,8 +11,13 @@ namespace weft::core {
 namespace {
 
 constexpr int kConnectTagBase = 1000;
+constexpr int kAttachedTagBase = 2000;
 
 int connectTag(int channel) { return kConnectTagBase + channel; }
+// The sender's word that it attached to what the receiver set up: until it
+// comes, the receiver may not release it (shm: unlink the segment's name on
+// destroy), even when it has nothing to receive in the launch that connected.
+int attachedTag(int channel) { return kAttachedTagBase + channel; }
 
 std::unique_ptr<transport::Connection>& slot(const ConnectNeed& need) {
   Channel& channel = need.comm->channels[static_cast<size_t>(need.channel)];
@@ -31,6 +36,7 @@ transport::LinkSpec linkOf(const ConnectNeed& need) {
   const PeerInfo& peer = comm.peers[static_cast<size_t>(need.peer)];
   link.peerInProcess = peer.processHash == comm.peers[static_cast<size_t>(comm.rank)].processHash;
   link.peerName = strFormat("rank %d (pid %d on host %s)", need.peer, peer.pid, peer.hostname);
+  link.keepWaiting = comm.bootstrap->waitCheck(need.peer);
   return link;
 }
 
@@ -111,6 +117,8 @@ Status connectSend(const ConnectNeed& need) {
                        need.peer, blob.transportId, need.channel);
   auto conn = std::make_unique<transport::Connection>();
   WEFT_RETURN_IF_ERROR(chosen->connectSend(linkOf(need), blob, conn.get()));
+  const char attached = 1;
+  WEFT_RETURN_IF_ERROR(comm.bootstrap->send(need.peer, attachedTag(need.channel), &attached, 1));
   WEFT_RETURN_IF_ERROR(finishConnection(comm, conn.get()));
   adoptNetLink(&comm, conn.get());
   slot(need) = std::move(conn);
@@ -118,6 +126,8 @@ Status connectSend(const ConnectNeed& need) {
 }
 
 Status finishRecv(const ConnectNeed& need) {
+  char attached = 0;
+  WEFT_RETURN_IF_ERROR(need.comm->bootstrap->recv(need.peer, attachedTag(need.channel), &attached, 1));
   transport::Connection* conn = slot(need).get();
   WEFT_RETURN_IF_ERROR(conn->transport->finishRecv(linkOf(need), conn));
   adoptNetLink(need.comm, conn);

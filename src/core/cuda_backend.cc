@@ -121,6 +121,9 @@ Status cudaKernelFailure(const Comm& comm) {
     // recorded its failure), by a block (after its report) or by the check.
     if (state->abortHost->load(std::memory_order_acquire) == 0) return okStatus();
   }
+  // Another rank's failure notice raised it (core/failure.cc).
+  const Status noticed = noticedFailure(comm);
+  if (!noticed.ok()) return noticed.withContext("the kernels of this communicator were stopped");
   // The proxy first, and only once the flag is up: a thread polling
   // ncclCommGetAsyncError may run while a launch creates the proxy.
   const Status net = comm.proxy ? comm.proxy->failure() : Status();

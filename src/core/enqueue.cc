@@ -3,6 +3,7 @@
 #include "core/comm.h"
 #include "core/cuda_backend.h"
 #include "core/datatypes.h"
+#include "core/failure.h"
 #include "core/group.h"
 #include "core/launch.h"
 
@@ -95,8 +96,9 @@ Status ensureUsable(ncclComm_t handle) {
   switch (static_cast<CommState>(comm->state.load())) {
     case CommState::kFailed: {
       std::lock_guard<ExecLock> lock(comm->execMutex);
-      return comm->failure.ok() ? errorStatus(ncclInvalidUsage, "comm %p failed earlier", static_cast<void*>(comm))
-                                : comm->failure;
+      if (!comm->failure.ok()) return comm->failure;
+      const Status noticed = noticedFailure(*comm);  // marked failed by another rank's notice
+      return noticed.ok() ? errorStatus(ncclInvalidUsage, "comm %p failed earlier", static_cast<void*>(comm)) : noticed;
     }
     case CommState::kFinalized:
       return errorStatus(ncclInvalidUsage, "comm %p was finalized; only ncclCommDestroy may follow",

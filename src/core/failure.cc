@@ -1,6 +1,11 @@
 #include "core/failure.h"
 
+#include <chrono>
+#include <thread>
+
+#include "common/log.h"
 #include "core/comm.h"
+#include "core/cuda_backend.h"
 
 namespace weft::core {
 
@@ -34,6 +39,14 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
           "progressing: is it blocked elsewhere, or calling collectives in a different order?",
           comm.rank, seconds, failure.site.channel, where.c_str(), waitingFor,
           static_cast<long long>(comm.waitConfig.timeoutNs / 1000000000ll));  // as read at init
+    case device::WaitFailure::kPeerFailed: {
+      const Status noticed = noticedFailure(comm);
+      return Status(noticed.ok() ? ncclRemoteError : noticed.code(),
+                    strFormat("%s. This rank was waiting on channel %d for %s %s; the communicator is unusable: "
+                              "destroy or abort it",
+                              noticed.ok() ? "a peer failed" : noticed.message().c_str(), failure.site.channel,
+                              where.c_str(), waitingFor));
+    }
     case device::WaitFailure::kNetwork: {
       // The proxy's message names the link (peer, host, channel, direction).
       Status net = comm.proxy ? comm.proxy->failure() : Status();
@@ -46,6 +59,51 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
     }
     default: return okStatus();
   }
+}
+
+Status noticedFailure(const Comm& comm) {
+  if (!comm.bootstrap || !comm.bootstrap->noticed()) return okStatus();
+  return comm.bootstrap->noticeStatus();
+}
+
+bool awaitNotice(const Comm& comm) {
+  if (!comm.bootstrap) return false;
+  for (int waited = 0; !comm.bootstrap->noticed(); waited += 5) {
+    if (waited >= kNoticeGraceMs) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+int failureOrigin(const Comm& comm, const device::WaitFailureInfo& failure) {
+  const int peer = failure.site.peer;
+  return peer >= 0 && peer < comm.nranks ? peer : comm.rank;
+}
+
+void watchFailureNotices(Comm* comm) {
+  if (!comm->bootstrap) return;
+  auto onNotice = [comm](const BootstrapMailbox::Notice&) {
+    comm->peerFailed.store(1, std::memory_order_release);
+    int ready = static_cast<int>(CommState::kReady);
+    comm->state.compare_exchange_strong(ready, static_cast<int>(CommState::kFailed));
+    ncclResult_t none = ncclSuccess;
+    comm->asyncError.compare_exchange_strong(none, ncclRemoteError);
+    // Kernels poll their abort flag, not the host's: stop them too.
+    if (comm->backend == weftBackendCuda) proxyFailureFlag(comm)->store(1, std::memory_order_release);
+  };
+  comm->bootstrap->setNoticeHandler(onNotice);
+  // A notice that came before the handler was set.
+  if (comm->bootstrap->noticed()) onNotice(BootstrapMailbox::Notice{});
+}
+
+void unwatchFailureNotices(Comm* comm) {
+  if (comm->bootstrap) comm->bootstrap->setNoticeHandler(nullptr);
+}
+
+void reportFailure(Comm* comm, int origin, const Status& why) {
+  if (!comm->bootstrap || comm->bootstrap->noticed() || comm->failureReported.exchange(true)) return;
+  WEFT_INFO(log::kInit, "rank %d: reporting the failure of rank %d to every peer", comm->rank, origin);
+  comm->bootstrap->notifyFailure(origin, why.message());
 }
 
 }  // namespace weft::core

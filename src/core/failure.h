@@ -12,4 +12,26 @@ struct Comm;
 
 Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& failure);
 
+// Failure propagation (docs/architecture.md, "When a rank fails").
+//
+// Connects the communicator to its bootstrap's failure notices: a notice
+// marks it failed (state, async error) and raises the flag its host waits
+// poll, or on the cuda backend its kernels' abort flag, so pending calls end
+// at their next check and the next call returns the notice's error.
+void watchFailureNotices(Comm* comm);
+// Stops that before the communicator is freed (waits for a handler running).
+void unwatchFailureNotices(Comm* comm);
+// Tells every peer, once per communicator, that rank `origin` failed (a peer
+// found dead or silent, or this rank aborting) and why. Nothing is sent when
+// the failure came from another rank's notice: that rank told everyone.
+void reportFailure(Comm* comm, int origin, const Status& why);
+// The rank a failed wait names (the peer waited on), or this rank.
+int failureOrigin(const Comm& comm, const device::WaitFailureInfo& failure);
+// The error of a received notice, or ok when none was received.
+Status noticedFailure(const Comm& comm);
+// Waits up to kNoticeGraceMs for a notice (true when one came): a peer that
+// exited may have left because of another rank's failure, reported meanwhile.
+constexpr int kNoticeGraceMs = 250;
+bool awaitNotice(const Comm& comm);
+
 }  // namespace weft::core

@@ -10,11 +10,13 @@
 #include "common/log.h"
 #include "common/params.h"
 #include "common/process.h"
+#include "common/shm.h"
 #include "core/api_log.h"
 #include "core/channels.h"
 #include "core/comm.h"
 #include "core/connect.h"
 #include "core/cuda_backend.h"
+#include "core/failure.h"
 #include "core/host_executor.h"
 #include "tuning/tuning.h"
 
@@ -145,6 +147,7 @@ void setupWaiting(Comm* comm) {
   comm->oversubscribed = oversubscribed;
   comm->waitConfig.abortFlag = &comm->abortFlag;
   comm->waitConfig.netFailed = &comm->netFailed;
+  comm->waitConfig.peerFailed = &comm->peerFailed;
   comm->waitConfig.help = [](void* context) {
     proxy::ProgressEngine* engine = static_cast<Comm*>(context)->proxy.get();
     if (engine == nullptr) return false;
@@ -177,8 +180,12 @@ Status setupComm(Comm* comm) {
   WEFT_RETURN_IF_ERROR(connectChannels(comm));
   setupWaiting(comm);
   comm->executor = std::make_unique<HostExecutor>(comm->rank);
+  // Init is a barrier: no rank returns (and may then destroy, or exit)
+  // before every rank has attached to what it set up for its peers.
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->barrier());
   comm->state.store(static_cast<int>(CommState::kReady));
   comm->asyncError.store(ncclSuccess);
+  watchFailureNotices(comm);  // after the stores above, which it may overwrite
   WEFT_INFO(log::kInit,
             "comm %p rank %d nranks %d localRanks %d backend %s device %d channels %zu (min %d) buffSize %lld - "
             "Init COMPLETE",
@@ -195,6 +202,8 @@ Status initComm(Comm* comm, const UniqueIdContents& id) {
   WEFT_INFO(log::kInit, "ncclCommInitRank comm %p rank %d nranks %d - Init START", static_cast<void*>(comm), comm->rank,
             comm->nranks);
   if (comm->rank == 0 && !param::commId().empty()) WEFT_RETURN_IF_ERROR(startRootForCommId(id));
+  const int swept = removeShmOfDeadProcesses();
+  if (swept > 0) WEFT_INFO(log::kInit, "removed %d shared-memory segments left by processes that died", swept);
   auto joined = Bootstrap::join(id, comm->rank, comm->nranks, &comm->abortFlag);
   if (!joined.ok()) return joined.status();
   comm->bootstrap = std::move(joined).value();

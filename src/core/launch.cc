@@ -160,6 +160,23 @@ void markFailed(Comm* comm, const Status& status) {
   comm->asyncError.store(status.code());
 }
 
+// A failed wait: the comm is marked failed and, unless the failure was
+// abort or another rank's notice, every peer is told (core/failure.h).
+Status failWait(Comm* comm, device::WaitFailureInfo failure) {
+  // A peer found gone or silent may have gone because of another rank's
+  // failure, whose notice is on its way: give it a moment to arrive, so the
+  // error names the rank that failed first.
+  if (failure.kind == device::WaitFailure::kPeerExited || failure.kind == device::WaitFailure::kTimeout ||
+      failure.kind == device::WaitFailure::kNetwork) {
+    if (awaitNotice(*comm)) failure.kind = device::WaitFailure::kPeerFailed;
+  }
+  Status status = describeWaitFailure(*comm, failure);
+  markFailed(comm, status);
+  if (failure.kind != device::WaitFailure::kAborted && failure.kind != device::WaitFailure::kPeerFailed)
+    reportFailure(comm, failureOrigin(*comm, failure), status);
+  return status;
+}
+
 // Whether the comm's plan, once run, can run again by itself with other
 // buffers: the repeat's condition (launchColl, runRepeat). Besides the lone collective's one
 // channel (checked by the caller), nothing the general launch does per call
@@ -202,6 +219,10 @@ Status launchLocked(Comm* const* comms, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     comms[i]->repeatChannel = -1;  // set again below if this launch qualifies
     if (!comms[i]->failure.ok()) return comms[i]->failure;
+    if (comms[i]->peerFailed.load(std::memory_order_acquire) != 0) {
+      markFailed(comms[i], noticedFailure(*comms[i]));
+      return comms[i]->failure;
+    }
     if (comms[i]->backend == weftBackendCuda) {
       // After a failure (network, timeout, a peer exited) this comm's kernels
       // were stopped (cuda_backend.cc): fail the call, naming the peer or
@@ -209,6 +230,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
       Status kernelFailed = cudaKernelFailure(*comms[i]);
       if (!kernelFailed.ok()) {
         markFailed(comms[i], kernelFailed);
+        reportFailure(comms[i], comms[i]->rank, kernelFailed);
         return kernelFailed;
       }
       WEFT_RETURN_IF_ERROR(cudaCheckCapture(*comms[i]));
@@ -246,8 +268,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
   Status first;
   for (size_t u = 0; u < units.size(); ++u) {
     if (failures[u].kind == device::WaitFailure::kNone || !units[u].comm->failure.ok()) continue;
-    Status failed = describeWaitFailure(*units[u].comm, failures[u]);
-    markFailed(units[u].comm, failed);
+    Status failed = failWait(units[u].comm, failures[u]);
     if (first.ok()) first = failed;
   }
   if (first.ok() && n == 1 && units.size() == 1 && repeatsAlone(*comms[0])) {
@@ -301,8 +322,7 @@ void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status)
       device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),
                              items.size(), comm->waitConfig);
   if (failure.kind != device::WaitFailure::kNone) {
-    *status = describeWaitFailure(*comm, failure);
-    markFailed(comm, *status);
+    *status = failWait(comm, failure);
     comm->repeatChannel = -1;
   } else {
     *status = okStatus();

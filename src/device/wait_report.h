@@ -22,7 +22,8 @@
 
 namespace weft::device {
 
-enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited, kNetwork };
+// kPeerFailed: another rank reported a failure (a failure notice, core/failure.h).
+enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited, kNetwork, kPeerFailed };
 
 struct WaitFailureInfo {
   WaitFailure kind = WaitFailure::kNone;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "common/status.h"
@@ -23,6 +24,9 @@ struct LinkSpec {
   int cudaDev = -1;            // this side's device (cuda backend only)
   bool peerInProcess = false;  // the peer rank lives in this process
   std::string peerName;        // "rank 3 (pid 12 on host h2)", for messages
+  // Called now and then by a transport waiting on the peer (an accept): an
+  // error (abort, the peer gone, a failure reported) ends the wait with it.
+  std::function<Status()> keepWaiting;
 };
 
 struct ConnectBlob {

@@ -5,10 +5,12 @@
 // the peer, in bounded time.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,10 +32,14 @@ int countEntries(const char* dir) {
 int openFds() { return countEntries("/proc/self/fd"); }
 
 // Shared-memory segments this process created (src/common/shm.cc names them
-// /weft-<pid>-...). Counting all of /dev/shm would also count the segments
-// of tests running beside this one under ctest -j.
+// /weft-<pid namespace>-<pid>-...). Counting all of /dev/shm would also count
+// the segments of tests running beside this one under ctest -j.
 int ownShmSegments() {
-  const std::string prefix = "weft-" + std::to_string(getpid()) + "-";
+  struct stat st {};
+  stat("/proc/self/ns/pid", &st);
+  char ns[32];
+  std::snprintf(ns, sizeof(ns), "%llx", static_cast<unsigned long long>(st.st_ino));
+  const std::string prefix = "weft-" + std::string(ns) + "-" + std::to_string(getpid()) + "-";
   int n = 0;
   if (DIR* d = opendir("/dev/shm")) {
     while (const dirent* e = readdir(d))

@@ -121,6 +121,7 @@ class NetTransport final : public Transport {
     char handle[kNetHandleBytes];
     std::memcpy(handle, blob.data, sizeof(handle));
     const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
+    uint32_t polls = 0;
     while (link->comm == nullptr) {
       weftNetDeviceHandle_v8_t* devComm = nullptr;
       ncclResult_t rc = link->net->api->connect(deviceFor(spec, *link->net), handle, &link->comm, &devComm);
@@ -129,6 +130,7 @@ class NetTransport final : public Transport {
       if (deadline.expired())
         return errorStatus(ncclRemoteError, "connecting to %s on channel %d: no answer in %lld s",
                            spec.peerName.c_str(), spec.channel, static_cast<long long>(param::bootstrapTimeoutSec()));
+      if (spec.keepWaiting && (++polls % 1000) == 0) WEFT_RETURN_IF_ERROR(spec.keepWaiting());  // ~every 100 ms
       struct timespec pause = {0, 100000};
       nanosleep(&pause, nullptr);
     }
@@ -140,6 +142,7 @@ class NetTransport final : public Transport {
   Status finishRecv(const LinkSpec& spec, Connection* conn) const override {
     NetLink* link = conn->netLink;
     const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
+    uint32_t polls = 0;
     while (link->comm == nullptr) {
       weftNetDeviceHandle_v8_t* devComm = nullptr;
       ncclResult_t rc = link->net->api->accept(link->listenComm, &link->comm, &devComm);
@@ -148,6 +151,7 @@ class NetTransport final : public Transport {
       if (deadline.expired())
         return errorStatus(ncclRemoteError, "waiting for %s to connect on channel %d: nothing in %lld s",
                            spec.peerName.c_str(), spec.channel, static_cast<long long>(param::bootstrapTimeoutSec()));
+      if (spec.keepWaiting && (++polls % 1000) == 0) WEFT_RETURN_IF_ERROR(spec.keepWaiting());  // ~every 100 ms
       struct timespec pause = {0, 100000};
       nanosleep(&pause, nullptr);
     }

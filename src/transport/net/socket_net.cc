@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -170,6 +171,19 @@ ncclResult_t netListen(int dev, void* opaqueHandle, void** listenComm) {
   return ncclSuccess;
 }
 
+// The handle names a listener that existed before the handle was made: a
+// refusal means its process is gone, and retrying would only wait out the
+// deadline. Other failures (no answer yet) are retried until it.
+Result<Socket> connectToListener(const SocketAddress& address, Deadline deadline) {
+  for (;;) {
+    int err = 0;
+    Result<Socket> s = Socket::connectOnce(address, 250, &err);
+    if (s.ok() || err == ECONNREFUSED || deadline.expired())
+      return s.ok() ? std::move(s) : s.status().withContext("the peer's network listener is gone or unreachable");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 ncclResult_t netConnect(int, void* opaqueHandle, void** sendComm, weftNetDeviceHandle_v8_t**) {
   Handle h;
   std::memcpy(&h, opaqueHandle, sizeof(h));
@@ -178,7 +192,7 @@ ncclResult_t netConnect(int, void* opaqueHandle, void** sendComm, weftNetDeviceH
   const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
   std::vector<Socket> sockets;
   for (int32_t i = 0; i <= h.nSockets; ++i) {
-    Result<Socket> s = Socket::connect(h.address, deadline);
+    Result<Socket> s = connectToListener(h.address, deadline);
     if (!s.ok()) return fail(s.status());
     const Hello hello{h.cookie, i, 0};
     Status sent = s.value().sendAll(&hello, sizeof(hello), deadline);

@@ -23,7 +23,8 @@ namespace weft::device {
 
 struct HostWaitConfig {
   const std::atomic<uint32_t>* abortFlag = nullptr;
-  const std::atomic<uint32_t>* netFailed = nullptr;  // set by the proxy when the network failed
+  const std::atomic<uint32_t>* netFailed = nullptr;   // set by the proxy when the network failed
+  const std::atomic<uint32_t>* peerFailed = nullptr;  // set when another rank reports a failure
   // Called between polls while waiting: the host backend lends the waiting
   // thread to the proxy (network progress) instead of leaving it all to the
   // proxy thread. Null when the communicator has no network links.
@@ -81,6 +82,8 @@ class HostCoop {
         return fail(WaitFailure::kAborted, culprit(), start);
       if (config_.netFailed && config_.netFailed->load(std::memory_order_relaxed))
         return fail(WaitFailure::kNetwork, culprit(), start);
+      if (config_.peerFailed && config_.peerFailed->load(std::memory_order_relaxed))
+        return fail(WaitFailure::kPeerFailed, culprit(), start);
       if (config_.timeoutNs > 0 && now - start > config_.timeoutNs)
         return fail(WaitFailure::kTimeout, culprit(), start);
       if (now >= nextPeerCheck && config_.peerPids) {
