@@ -109,7 +109,15 @@ ncclResult_t collectivesUntilFailure(ncclComm_t comm) {
 }
 
 [[noreturn]] void rankMain(int rank, const Setting& s, Pipes& p) {
-  alarm(60);  // a hung rank dies and shows as a failed trial instead of hanging the test
+  // A hung rank dies and shows as a failed trial instead of hanging the test
+  // (SIGALRM's default action, whatever the launcher left in place).
+  signal(SIGALRM, SIG_DFL);
+  alarm(60);
+  // Only the parent writes `release` and reads `ready` and `report`: a copy of
+  // a write end left open here would keep the survivors' reads from ending.
+  close(p.release[1]);
+  close(p.ready[0]);
+  close(p.report[0]);
   ncclUniqueId id;
   if (rank == 0) {
     if (ncclGetUniqueId(&id) != ncclSuccess) _exit(3);
