@@ -8,26 +8,37 @@
 
 namespace weft {
 
-bool processAlive(pid_t pid) {
-  if (pid <= 0) return true;
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+namespace {
+
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T', 'Z', ...), or '?'.
+char processState(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
   FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return true;  // no procfs view: trust kill()
-  char state = '?';
-  // Format: pid (comm) state ...; comm may contain spaces, so find the last ')'.
+  if (f == nullptr) return '?';
   char buf[512];
   size_t len = std::fread(buf, 1, sizeof(buf) - 1, f);
   std::fclose(f);
   buf[len] = '\0';
-  for (size_t i = len; i > 0; --i) {
-    if (buf[i - 1] == ')') {
-      if (i + 1 < len) state = buf[i + 1];
-      break;
-    }
-  }
+  // Format: pid (comm) state ...; comm may contain spaces, so find the last ')'.
+  for (size_t i = len; i > 0; --i)
+    if (buf[i - 1] == ')') return i + 1 < len ? buf[i + 1] : '?';
+  return '?';
+}
+
+}  // namespace
+
+bool processAlive(pid_t pid) {
+  if (pid <= 0) return true;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  const char state = processState(pid);  // '?': no procfs view, trust kill()
   return state != 'Z' && state != 'X';
+}
+
+bool processStopped(pid_t pid) {
+  if (pid <= 0) return false;
+  const char state = processState(pid);
+  return state == 'T' || state == 't';
 }
 
 unsigned long long pidNamespaceId() {

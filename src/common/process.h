@@ -9,6 +9,10 @@ namespace weft {
 // meaningful for a pid in our own pid namespace.
 bool processAlive(pid_t pid);
 
+// True when `pid` is stopped (SIGSTOP, a debugger): alive, but it will not
+// progress. False when running, sleeping, gone or unknown.
+bool processStopped(pid_t pid);
+
 // Inode of this process's pid namespace (0 if unknown).
 unsigned long long pidNamespaceId();
 

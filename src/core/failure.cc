@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/process.h"
 #include "core/comm.h"
 #include "core/cuda_backend.h"
 
@@ -66,10 +67,23 @@ Status noticedFailure(const Comm& comm) {
   return comm.bootstrap->noticeStatus();
 }
 
-bool awaitNotice(const Comm& comm) {
+int noticeGraceMs(const Comm& comm, const device::WaitFailureInfo& failure) {
+  switch (failure.kind) {
+    case device::WaitFailure::kPeerExited:
+    case device::WaitFailure::kNetwork: return kNoticeGraceMs;
+    case device::WaitFailure::kTimeout: {
+      const int peer = failure.site.peer;
+      const pid_t pid = peer >= 0 && peer < comm.nranks && !comm.peerPids.empty() ? comm.peerPids[peer] : 0;
+      return pid > 0 && processStopped(pid) ? 0 : kTimeoutNoticeGraceMs;
+    }
+    default: return 0;
+  }
+}
+
+bool awaitNotice(const Comm& comm, int graceMs) {
   if (!comm.bootstrap) return false;
   for (int waited = 0; !comm.bootstrap->noticed(); waited += 5) {
-    if (waited >= kNoticeGraceMs) return false;
+    if (waited >= graceMs) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;

@@ -29,9 +29,15 @@ void reportFailure(Comm* comm, int origin, const Status& why);
 int failureOrigin(const Comm& comm, const device::WaitFailureInfo& failure);
 // The error of a received notice, or ok when none was received.
 Status noticedFailure(const Comm& comm);
-// Waits up to kNoticeGraceMs for a notice (true when one came): a peer that
-// exited may have left because of another rank's failure, reported meanwhile.
+// Before a failed wait blames the peer it waited on, how long it waits for a
+// notice naming another rank (true when one came): a peer that exited may
+// have left because of another rank's failure, and a peer that timed out
+// while running was itself waiting on the rank that stopped, whose own
+// waiter reports it at once (it sees the process stopped).
 constexpr int kNoticeGraceMs = 250;
-bool awaitNotice(const Comm& comm);
+constexpr int kTimeoutNoticeGraceMs = 1500;
+bool awaitNotice(const Comm& comm, int graceMs = kNoticeGraceMs);
+// How long a failed wait gives others to report first (0: blame at once).
+int noticeGraceMs(const Comm& comm, const device::WaitFailureInfo& failure);
 
 }  // namespace weft::core

@@ -166,10 +166,8 @@ Status failWait(Comm* comm, device::WaitFailureInfo failure) {
   // A peer found gone or silent may have gone because of another rank's
   // failure, whose notice is on its way: give it a moment to arrive, so the
   // error names the rank that failed first.
-  if (failure.kind == device::WaitFailure::kPeerExited || failure.kind == device::WaitFailure::kTimeout ||
-      failure.kind == device::WaitFailure::kNetwork) {
-    if (awaitNotice(*comm)) failure.kind = device::WaitFailure::kPeerFailed;
-  }
+  const int graceMs = noticeGraceMs(*comm, failure);
+  if (graceMs > 0 && awaitNotice(*comm, graceMs)) failure.kind = device::WaitFailure::kPeerFailed;
   Status status = describeWaitFailure(*comm, failure);
   markFailed(comm, status);
   if (failure.kind != device::WaitFailure::kAborted && failure.kind != device::WaitFailure::kPeerFailed)
