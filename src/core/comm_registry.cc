@@ -10,74 +10,74 @@ namespace weft::core {
 namespace {
 
 constexpr uintptr_t kLive = 1;  // low bit of a slot: the address holds a live communicator
+constexpr size_t kInitialSlots = 64;
 
+// Slots: 0 empty; else an address, with kLive while a communicator lives there.
 struct Table {
-  explicit Table(size_t capacity) : slots(capacity), mask(capacity - 1) {}
-  std::vector<std::atomic<uintptr_t>> slots;  // 0: empty; else address | kLive-or-not
-  size_t mask;                                // capacity - 1, capacity a power of two
+  size_t mask;  // capacity - 1, capacity a power of two
+  std::atomic<uintptr_t>* slots;
 };
+
+// The first table is static and the pointer to the current one is constant-
+// initialised: a lookup is a load of it and a probe, with no guard for a
+// function-local static and no allocation before the first communicator.
+std::atomic<uintptr_t> gInitialSlots[kInitialSlots];
+Table gInitialTable{kInitialSlots - 1, gInitialSlots};
+std::atomic<const Table*> gCurrent{&gInitialTable};
 
 size_t firstSlot(uintptr_t key, size_t mask) {
   // Fibonacci hashing: allocations are 16-byte aligned, so the low bits of
   // the address alone would crowd into a few slots.
-  return static_cast<size_t>((key * 0x9e3779b97f4a7c15ull) >> 24) & mask;
+  return static_cast<size_t>((key * 0x9e3779b97f4a7c15ull) >> 32) & mask;
 }
 
 // The slot holding `key`, or the empty slot where it would go. A table is
-// never full (see insertLocked), so the probe ends.
-std::atomic<uintptr_t>& probe(const Table& t, uintptr_t key, std::memory_order order) {
+// never more than half full (Registry::set), so the probe ends.
+std::atomic<uintptr_t>& slotFor(const Table& t, uintptr_t key) {
   for (size_t i = firstSlot(key, t.mask);; i = (i + 1) & t.mask) {
-    const uintptr_t v = t.slots[i].load(order);
-    if (v == 0 || (v & ~kLive) == key) return const_cast<std::atomic<uintptr_t>&>(t.slots[i]);
+    const uintptr_t v = t.slots[i].load(std::memory_order_relaxed);
+    if (v == 0 || (v & ~kLive) == key) return t.slots[i];
   }
 }
 
+// Changes, under one mutex. Tables replaced by a larger one are kept (see the
+// header): a lookup may still be reading them.
 class Registry {
  public:
-  Registry() { current_.store(adopt(std::make_unique<Table>(64)), std::memory_order_release); }
-
-  bool live(uintptr_t key) const {
-    // Acquire: a table published by a rebuild is seen filled.
-    const Table* t = current_.load(std::memory_order_acquire);
-    return probe(*t, key, std::memory_order_acquire).load(std::memory_order_acquire) == (key | kLive);
-  }
-
   void set(uintptr_t key, bool live) {
     std::lock_guard<std::mutex> lock(mutex_);
-    Table* t = current_.load(std::memory_order_relaxed);
-    std::atomic<uintptr_t>* slot = &probe(*t, key, std::memory_order_relaxed);
+    const Table* t = gCurrent.load(std::memory_order_relaxed);
+    std::atomic<uintptr_t>* slot = &slotFor(*t, key);
     if (slot->load(std::memory_order_relaxed) == 0) {
       if (!live) return;  // never registered: nothing to mark
-      if ((used_ + 1) * 2 > t->mask + 1) t = grow();
-      slot = &probe(*t, key, std::memory_order_relaxed);
+      if ((used_ + 1) * 2 > t->mask + 1) t = grow(*t);
+      slot = &slotFor(*t, key);
       ++used_;
     }
+    // Release: the communicator, made before, is seen by a lookup that finds it live.
     slot->store(key | (live ? kLive : 0), std::memory_order_release);
   }
 
  private:
   // Doubles the table; the copy is filled before it is published (release).
-  Table* grow() {
-    const Table* old = current_.load(std::memory_order_relaxed);
-    auto fresh = std::make_unique<Table>((old->mask + 1) * 2);
-    for (const auto& slot : old->slots) {
-      const uintptr_t v = slot.load(std::memory_order_relaxed);
-      if (v != 0) probe(*fresh, v & ~kLive, std::memory_order_relaxed).store(v, std::memory_order_relaxed);
+  const Table* grow(const Table& old) {
+    const size_t capacity = (old.mask + 1) * 2;
+    storage_.push_back(std::make_unique<std::atomic<uintptr_t>[]>(capacity));
+    for (size_t i = 0; i < capacity; ++i) storage_.back()[i].store(0, std::memory_order_relaxed);
+    tables_.push_back(std::make_unique<Table>(Table{capacity - 1, storage_.back().get()}));
+    const Table* fresh = tables_.back().get();
+    for (size_t i = 0; i <= old.mask; ++i) {
+      const uintptr_t v = old.slots[i].load(std::memory_order_relaxed);
+      if (v != 0) slotFor(*fresh, v & ~kLive).store(v, std::memory_order_relaxed);
     }
-    Table* published = adopt(std::move(fresh));
-    current_.store(published, std::memory_order_release);
-    return published;
-  }
-
-  Table* adopt(std::unique_ptr<Table> table) {
-    tables_.push_back(std::move(table));
-    return tables_.back().get();
+    gCurrent.store(fresh, std::memory_order_release);
+    return fresh;
   }
 
   std::mutex mutex_;
-  std::atomic<Table*> current_{nullptr};
-  std::vector<std::unique_ptr<Table>> tables_;  // every table ever published (see the header)
-  size_t used_ = 0;                             // non-empty slots of the current table
+  std::vector<std::unique_ptr<std::atomic<uintptr_t>[]>> storage_;  // every table's slots, kept
+  std::vector<std::unique_ptr<Table>> tables_;
+  size_t used_ = 0;  // non-empty slots of the current table
 };
 
 Registry& registry() {
@@ -93,7 +93,14 @@ void unregisterComm(const void* comm) { registry().set(reinterpret_cast<uintptr_
 
 bool isLiveComm(const void* comm) {
   const uintptr_t key = reinterpret_cast<uintptr_t>(comm);
-  return (key & kLive) == 0 && key != 0 && registry().live(key);
+  if (key == 0 || (key & kLive) != 0) return false;
+  // Acquire: a table published by grow() is seen filled.
+  const Table* t = gCurrent.load(std::memory_order_acquire);
+  for (size_t i = firstSlot(key, t->mask);; i = (i + 1) & t->mask) {
+    const uintptr_t v = t->slots[i].load(std::memory_order_acquire);
+    if (v == (key | kLive)) return true;
+    if (v == 0 || v == key) return false;
+  }
 }
 
 }  // namespace weft::core
