@@ -17,7 +17,8 @@ constexpr int kPollSliceMs = 100;                // how often blocking waits loo
 constexpr int64_t kProbeEveryNs = 1000000000ll;  // a waited-on peer's listener is probed once a second
 constexpr int kNoticeConnectMs = 250;            // per connection attempt: a notice, a probe, a send
 
-constexpr int kNoticeGraceMs = 250;     // how long a rank that found a peer gone waits for a notice
+constexpr int kNoticeGraceMs = 1000;  // how long a rank that found a peer gone waits for a notice (a loaded machine may
+                                      // take that long to deliver it)
 constexpr int kNoticeBudgetMs = 500;  // all notices of one failure: abort must return within a second
 constexpr size_t kNoticeBatch = 256;  // connections open at once (file descriptors)
 
@@ -96,15 +97,18 @@ Status Bootstrap::peerGone(int peer, const char* how) {
   suspect_.compare_exchange_strong(expected, peer);
   const std::string where =
       peers_.empty() ? std::string() : " (bootstrap address " + peers_[static_cast<size_t>(peer)].toString() + ")";
-  return errorStatus(ncclRemoteError, "rank %d: rank %d%s is gone: %s; it exited, was killed or aborted its communicator",
-                     rank_, peer, where.c_str(), how);
+  return errorStatus(ncclRemoteError,
+                     "rank %d: rank %d%s is gone: %s; it exited, was killed or aborted its communicator", rank_, peer,
+                     where.c_str(), how);
 }
 
 bool Bootstrap::peerAlive(int peer) {
   if (peer < 0 || peer >= nranks_ || peer == rank_) return true;
   // In join only the ring neighbours' addresses are known.
   const int prevRank = (rank_ + nranks_ - 1) % nranks_;
-  const SocketAddress at = !peers_.empty() ? peers_[static_cast<size_t>(peer)] : peer == prevRank ? prev_ : SocketAddress{};
+  const SocketAddress at = !peers_.empty()    ? peers_[static_cast<size_t>(peer)]
+                           : peer == prevRank ? prev_
+                                              : SocketAddress{};
   if (!at.valid()) return true;
   int err = 0;
   Result<Socket> conn = Socket::connectOnce(at, kNoticeConnectMs, &err);
@@ -153,8 +157,10 @@ Result<wire::Welcome> awaitWelcome(const Socket& root, int rank, const SocketAdd
     }
     Result<size_t> n = root.recvSome(reinterpret_cast<char*>(&welcome) + got, sizeof(welcome) - got);
     if (!n.ok())
-      return n.status().withContext(
-          strFormat("rank %d: waiting for the bootstrap root %s", rank, rootAddress.toString().c_str()));
+      return errorStatus(ncclRemoteError,
+                         "rank %d: the bootstrap root %s closed the connection before answering (%s): the process "
+                         "that called ncclGetUniqueId, which hosts the root, exited or failed",
+                         rank, rootAddress.toString().c_str(), n.status().message().c_str());
     got += n.value();
   }
   welcome.message[sizeof(welcome.message) - 1] = '\0';
@@ -261,8 +267,7 @@ void Bootstrap::passOnJoinFailure(const Status& failure) {
   if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed)) return;
   const bool relayed = mailbox_->noticed();
   const BootstrapMailbox::Notice n = mailbox_->firstNotice();
-  notifyFailure(relayed ? n.origin : (suspect() >= 0 ? suspect() : rank_),
-                relayed ? n.why : failure.message());
+  notifyFailure(relayed ? n.origin : (suspect() >= 0 ? suspect() : rank_), relayed ? n.why : failure.message());
 }
 
 void Bootstrap::notifyFailure(int origin, const std::string& why) {

@@ -34,7 +34,7 @@ Status noticedFailure(const Comm& comm);
 // have left because of another rank's failure, and a peer that timed out
 // while running was itself waiting on the rank that stopped, whose own
 // waiter reports it at once (it sees the process stopped).
-constexpr int kNoticeGraceMs = 250;
+constexpr int kNoticeGraceMs = 500;
 constexpr int kTimeoutNoticeGraceMs = 1500;
 bool awaitNotice(const Comm& comm, int graceMs = kNoticeGraceMs);
 // How long a failed wait gives others to report first (0: blame at once).

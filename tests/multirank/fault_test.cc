@@ -166,7 +166,11 @@ std::string checkReport(const Report& r, int victim, int64_t faultAtNs, const Se
   // A rank stopped during init cannot be told from a slow one until the
   // bootstrap timeout, and then only the ranks waiting on it directly know
   // whom they waited on: the others name the peer they waited on.
-  const bool mustNameVictim = !(s.phase == Phase::kInit && s.fate == Fate::kStop);
+  // And a rank still waiting for the bootstrap root when the process hosting
+  // it (rank 0) exits, after failing on the victim, learns only that.
+  const bool rootGone =
+      s.phase == Phase::kInit && msg.find("closed the connection before answering") != std::string::npos;
+  const bool mustNameVictim = !(s.phase == Phase::kInit && s.fate == Fate::kStop) && !rootGone;
   if (mustNameVictim && msg.find("rank " + v) == std::string::npos && msg.find("ranks: " + v) == std::string::npos)
     return "rank " + std::to_string(r.rank) + " does not name rank " + v + ": " + msg;
   if (msg.find("rank ") == std::string::npos) return "rank " + std::to_string(r.rank) + " names no rank: " + msg;
