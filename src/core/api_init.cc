@@ -100,7 +100,10 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   unregisterComm(comm);
   if (abort) {
     // Peers blocked on this rank fail at once rather than at their timeout.
-    if (comm->state.load() != static_cast<int>(CommState::kFinalized))
+    // Only once init is over (the init thread no longer sets the bootstrap):
+    // peers waiting on this rank in init find it gone by probing its listener.
+    const int state = comm->state.load();
+    if (state == static_cast<int>(CommState::kReady) || state == static_cast<int>(CommState::kFailed))
       reportFailure(comm, comm->rank, errorStatus(ncclInvalidUsage, "rank %d called ncclCommAbort", comm->rank));
     comm->abortFlag.store(1);
   }
