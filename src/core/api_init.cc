@@ -68,12 +68,9 @@ Status initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank, c
   Comm* raw = comm.get();
   auto run = [raw, contents]() {
     Status status = initComm(raw, contents);
-    if (!status.ok() && raw->abortFlag.load() == 0) {
-      // The peers may be waiting on this rank in init: tell them, naming
-      // the rank found gone if that is why.
-      const int suspect = raw->bootstrap ? raw->bootstrap->suspect() : -1;
-      reportFailure(raw, suspect >= 0 ? suspect : raw->rank, status);
-    }
+    // The peers may be waiting on this rank in init: tell them, naming the
+    // rank found gone if that is why.
+    if (!status.ok() && raw->abortFlag.load() == 0) reportInitFailure(raw, status);
     markInitResult(raw, status);
     return status.withContext(strFormat("init of rank %d", raw->rank));
   };

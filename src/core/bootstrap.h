@@ -55,6 +55,7 @@ class Bootstrap {
   void notifyFailure(int origin, const std::string& why);
   void setNoticeHandler(BootstrapMailbox::NoticeHandler handler) { mailbox_->setNoticeHandler(std::move(handler)); }
   bool noticed() const { return mailbox_->noticed(); }
+  BootstrapMailbox::Notice firstNotice() const { return mailbox_->firstNotice(); }
   // A failure notice received, as an error naming the rank that failed first.
   Status noticeStatus() const;
   // The rank a failed wait found gone (dead listener, closed ring link), or -1.

@@ -89,6 +89,18 @@ bool awaitNotice(const Comm& comm, int graceMs) {
   return true;
 }
 
+void reportInitFailure(Comm* comm, const Status& why) {
+  if (!comm->bootstrap) return;
+  if (!comm->bootstrap->noticed()) {
+    const int suspect = comm->bootstrap->suspect();
+    reportFailure(comm, suspect >= 0 ? suspect : comm->rank, why);
+    return;
+  }
+  if (comm->failureReported.exchange(true)) return;
+  const BootstrapMailbox::Notice notice = comm->bootstrap->firstNotice();
+  comm->bootstrap->notifyFailure(notice.origin, notice.why);
+}
+
 int failureOrigin(const Comm& comm, const device::WaitFailureInfo& failure) {
   const int peer = failure.site.peer;
   return peer >= 0 && peer < comm.nranks ? peer : comm.rank;

@@ -25,6 +25,10 @@ void unwatchFailureNotices(Comm* comm);
 // found dead or silent, or this rank aborting) and why. Nothing is sent when
 // the failure came from another rank's notice: that rank told everyone.
 void reportFailure(Comm* comm, int origin, const Status& why);
+// Init failed on this rank: tell every peer (once). A failure that came
+// from a notice is passed on too: during init a notice may have reached only
+// this rank (passed along the ring before the addresses were exchanged).
+void reportInitFailure(Comm* comm, const Status& why);
 // The rank a failed wait names (the peer waited on), or this rank.
 int failureOrigin(const Comm& comm, const device::WaitFailureInfo& failure);
 // The error of a received notice, or ok when none was received.
