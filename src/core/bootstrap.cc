@@ -82,8 +82,8 @@ Status Bootstrap::checkAbort() const {
   return okStatus();
 }
 
-bool Bootstrap::awaitNotice() const {
-  for (int waited = 0; waited < kNoticeGraceMs && !mailbox_->noticed(); waited += 5)
+bool Bootstrap::awaitNotice(int graceMs) const {
+  for (int waited = 0; waited < graceMs && !mailbox_->noticed(); waited += 5)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   return mailbox_->noticed();
 }
@@ -92,7 +92,7 @@ Status Bootstrap::peerGone(int peer, const char* how) {
   // The peer may have gone because another rank failed first, and its
   // notice may be on its way (from the peer itself, before it exited): give
   // it a moment, so the error names the rank that failed first.
-  if (awaitNotice()) return noticeStatus();
+  if (awaitNotice(kNoticeGraceMs)) return noticeStatus();
   int expected = -1;
   suspect_.compare_exchange_strong(expected, peer);
   const std::string where =
@@ -316,7 +316,7 @@ Status Bootstrap::exchange(const void* sendData, void* recvData, size_t bytes) {
     int rc = ::poll(fds, 2, kPollSliceMs);
     if (rc < 0 && errno != EINTR) return errorStatus(ncclSystemError, "bootstrap ring poll: %s", strerror(errno));
     if (rc <= 0) {
-      if (limit.expired() && awaitNotice()) return noticeStatus();  // a rank that knows more told us
+      if (limit.expired() && awaitNotice(kNoticeGraceMs)) return noticeStatus();  // a rank that knows more told us
       if (limit.expired())
         return errorStatus(ncclRemoteError,
                            "rank %d: bootstrap ring exchange stalled for %lld s (rank %d or %d stopped)", rank_,

@@ -56,6 +56,9 @@ class Bootstrap {
   void setNoticeHandler(BootstrapMailbox::NoticeHandler handler) { mailbox_->setNoticeHandler(std::move(handler)); }
   bool noticed() const { return mailbox_->noticed(); }
   BootstrapMailbox::Notice firstNotice() const { return mailbox_->firstNotice(); }
+  // Waits up to graceMs for a failure notice (true when one came).
+  bool awaitNotice(int graceMs) const;
+
   // A failure notice received, as an error naming the rank that failed first.
   Status noticeStatus() const;
   // The rank a failed wait found gone (dead listener, closed ring link), or -1.
@@ -77,8 +80,6 @@ class Bootstrap {
   Status checkAbort() const;
   Status peerGone(int peer, const char* how);
   void passOnJoinFailure(const Status& failure);
-  // Waits a moment for a failure notice (true when one came).
-  bool awaitNotice() const;
 
   int rank_;
   int nranks_;

@@ -1,8 +1,5 @@
 #include "core/failure.h"
 
-#include <chrono>
-#include <thread>
-
 #include "common/log.h"
 #include "common/process.h"
 #include "core/comm.h"
@@ -80,14 +77,7 @@ int noticeGraceMs(const Comm& comm, const device::WaitFailureInfo& failure) {
   }
 }
 
-bool awaitNotice(const Comm& comm, int graceMs) {
-  if (!comm.bootstrap) return false;
-  for (int waited = 0; !comm.bootstrap->noticed(); waited += 5) {
-    if (waited >= graceMs) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
+bool awaitNotice(const Comm& comm, int graceMs) { return comm.bootstrap && comm.bootstrap->awaitNotice(graceMs); }
 
 void reportInitFailure(Comm* comm, const Status& why) {
   if (!comm->bootstrap) return;
