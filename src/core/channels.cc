@@ -201,6 +201,23 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
   return okStatus();
 }
 
+// NCCL_PROTO. Weft runs Simple and LL; LL128 is refused: a protocol whose
+// 128-byte lines must be seen whole has no such guarantee on the host, and
+// the GPU kernels do not have it yet. A collective left with LL128 alone
+// runs Simple, with a warning.
+Status parseProtoFilter(Comm* comm) {
+  auto filter = tuning::ProtoFilter::parse(param::proto());
+  if (!filter.ok()) return filter.status();
+  comm->protoFilter = filter.value();
+  const tuning::CollKind only = comm->protoFilter.onlyLL128();
+  if (only != tuning::CollKind::kCount && comm->rank == 0)
+    WEFT_WARN(
+        "NCCL_PROTO=\"%s\" leaves %s only LL128, which Weft does not run (the host backend has no 128-byte "
+        "store seen whole; the GPU kernels have LL and Simple): using Simple",
+        param::proto().c_str(), tuning::collKindName(only));
+  return okStatus();
+}
+
 }  // namespace
 
 Status buildChannels(Comm* comm) {
@@ -208,6 +225,7 @@ Status buildChannels(Comm* comm) {
   auto filter = tuning::AlgoFilter::parse(param::algo());
   if (!filter.ok()) return filter.status();
   comm->algoFilter = filter.value();
+  WEFT_RETURN_IF_ERROR(parseProtoFilter(comm));
   const size_t nch = comm->channels.size();
   for (size_t c = 0; c < nch; ++c) {
     Channel& channel = comm->channels[c];

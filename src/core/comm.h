@@ -114,6 +114,7 @@ struct Comm {
   int ranksPerNode = 1;
   int treeDepth = 0;
   tuning::AlgoFilter algoFilter;
+  tuning::ProtoFilter protoFilter;  // NCCL_PROTO
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).
   std::vector<int> nodeOf;

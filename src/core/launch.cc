@@ -26,6 +26,12 @@ PlanInputs planInputs(const Comm& comm) {
   in.treesAvailable = comm.treeDepth > 0;
   in.oneShotAvailable = comm.backend == weftBackendHost;
   in.oversubscribed = comm.oversubscribed;
+  // LL needs every link within a node (the proxy moves only Simple slots);
+  // the cuda backend uses it only when NCCL_PROTO asks, until it is measured
+  // on a GPU.
+  in.protoFilter = &comm.protoFilter;
+  in.llPossible = comm.nnodes == 1 && !comm.proxy;
+  in.llByDefault = comm.backend == weftBackendHost;
   return in;
 }
 

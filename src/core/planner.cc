@@ -80,6 +80,30 @@ void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work
   if (choice.algo == tuning::Algorithm::kOneShot) work->algo = device::Algo::kOneShot;
 }
 
+// Simple or LL (the same choice on every rank). Under LL a chunk spans as
+// many LL steps as a Simple chunk spans slots, so a ring rank's sends of
+// one chunk still fit in the peer's FIFO without waiting for it.
+void chooseProto(const PlanInputs& in, int64_t totalBytes, uint64_t elemSize, device::CollWork* work) {
+  static const tuning::ProtoFilter kAny;
+  tuning::ProtoInputs pin;
+  pin.coll = collKind(work->func);
+  pin.algo = work->algo == device::Algo::kTree      ? tuning::Algorithm::kTree
+             : work->algo == device::Algo::kOneShot ? tuning::Algorithm::kOneShot
+                                                    : tuning::Algorithm::kRing;
+  pin.bytes = totalBytes;
+  pin.llPossible = in.llPossible;
+  pin.llByDefault = in.llByDefault;
+  const tuning::ProtoChoice choice = tuning::chooseProtocol(pin, in.protoFilter ? *in.protoFilter : kAny);
+  WEFT_INFO(log::kTuning, "%s %lld bytes, %s: protocol %s (%s)", tuning::collKindName(pin.coll),
+            static_cast<long long>(totalBytes), tuning::algorithmName(pin.algo), tuning::protocolName(choice.proto),
+            choice.reason);
+  if (choice.proto != tuning::Protocol::kLL) return;
+  work->proto = device::Proto::kLL;
+  const uint64_t llPayload = static_cast<uint64_t>(device::llStepBytesFor(in.stepBytes)) / 2;
+  const uint64_t chunk = llPayload * static_cast<uint64_t>(in.chunkSteps) / elemSize;
+  work->chunkElems = std::max<uint64_t>(work->alignElems, chunk / work->alignElems * work->alignElems);
+}
+
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth
 // hops, never above the ring chunk, always a multiple of the alignment.
 uint64_t treeChunk(const PlanInputs& in, const device::CollWork& work) {
@@ -95,6 +119,7 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
   int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
   if (task.func != Func::kReduce) chooseAlgo(in, totalBytes, &work);
+  chooseProto(in, totalBytes, elemSize, &work);
   const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {

@@ -10,6 +10,7 @@
 #include "device/backend/cuda/kernel_args.h"
 #include "device/work.h"
 #include "tuning/algo.h"
+#include "tuning/proto.h"
 
 namespace weft::core {
 
@@ -25,6 +26,11 @@ struct PlanInputs {
   bool treesAvailable = false;    // the backend runs trees and the channels have them
   bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
   bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
+  // Protocols: NCCL_PROTO (null: any); whether LL can run (the backend has
+  // it and every link is within a node) and is picked without being asked.
+  const tuning::ProtoFilter* protoFilter = nullptr;
+  bool llPossible = false;
+  bool llByDefault = false;
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.

@@ -3,7 +3,7 @@
 //   Primitives<T, RedOp, Fan, Proto, Coop>
 //     T      element type            RedOp  reduction functor (reduce_ops.h)
 //     Fan    most peers received from / sent to (ring 1/1, tree up to 3)
-//     Proto  protocol policy (ProtoSimple now; LL and LL128 specialise later)
+//     Proto  protocol policy: ProtoSimple (prims_simple.h), ProtoLL (prims_ll.h)
 //     Coop   the executing team (backend/host/host_coop.h, backend/cuda/)
 //
 // Verbs (n elements; src is this rank's input, dst its output):
@@ -23,7 +23,10 @@
 
 namespace weft::device {
 
+// Bulk slots with head/tail counters.
 struct ProtoSimple {};
+// Lines that carry their data with the step flag (ll_line.h).
+struct ProtoLL {};
 
 template <int MaxRecvPeers, int MaxSendPeers>
 struct Fan {
@@ -43,4 +46,5 @@ struct WaitSite {
 
 }  // namespace weft::device
 
+#include "device/prims_ll.h"
 #include "device/prims_simple.h"

@@ -16,50 +16,50 @@
 
 namespace weft::device {
 
-template <typename T, typename RedOp, typename Coop>
-using RingPrims = Primitives<T, RedOp, Fan<1, 1>, ProtoSimple, Coop>;
+template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
+using RingPrims = Primitives<T, RedOp, Fan<1, 1>, P, Coop>;
 
 // Tree AllReduce: up (children -> parent) and down (parent -> children).
-template <typename T, typename RedOp, typename Coop>
+template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
 WEFT_HD void runTreeAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
   const TreeView& tree = channel.tree;
   const int parents = tree.up >= 0 ? 1 : 0;
   FifoEnd* const* children = channel.treeUpRecv;
   FifoEnd* upSend[1] = {channel.treeUpSend};
   FifoEnd* downRecv[1] = {channel.treeDownRecv};
-  Primitives<T, RedOp, Fan<kMaxTreeChildren, 1>, ProtoSimple, Coop> up(coop, op, channel.id, children, tree.nDown,
-                                                                       upSend, parents);
-  Primitives<T, RedOp, Fan<1, kMaxTreeChildren>, ProtoSimple, Coop> down(coop, op, channel.id, downRecv, parents,
-                                                                         channel.treeDownSend, tree.nDown);
+  Primitives<T, RedOp, Fan<kMaxTreeChildren, 1>, P, Coop> up(coop, op, channel.id, children, tree.nDown, upSend,
+                                                             parents);
+  Primitives<T, RedOp, Fan<1, kMaxTreeChildren>, P, Coop> down(coop, op, channel.id, downRecv, parents,
+                                                               channel.treeDownSend, tree.nDown);
   treeAllReduce<T>(up, down, tree, work);
 }
 
 // One-shot AllReduce: every peer of the node at once (channel.flat*).
-template <typename T, typename RedOp, typename Coop>
+template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
 WEFT_HD void runOneShotAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
-  Primitives<T, RedOp, Fan<kMaxFlatPeers, kMaxFlatPeers>, ProtoSimple, Coop> prims(
+  Primitives<T, RedOp, Fan<kMaxFlatPeers, kMaxFlatPeers>, P, Coop> prims(
       coop, op, channel.id, channel.flatRecv, channel.nFlat, channel.flatSend, channel.nFlat);
   oneShotAllReduce<T>(prims, work, channel.flatOwnAt);
 }
 
 // One-shot ReduceScatter: one send per peer, then every peer's slot combined.
-template <typename T, typename RedOp, typename Coop>
+template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
 WEFT_HD void runOneShotReduceScatter(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
-  Primitives<T, RedOp, Fan<kMaxFlatPeers, kMaxFlatPeers>, ProtoSimple, Coop> in(coop, op, channel.id, channel.flatRecv,
-                                                                                channel.nFlat, nullptr, 0);
+  Primitives<T, RedOp, Fan<kMaxFlatPeers, kMaxFlatPeers>, P, Coop> in(coop, op, channel.id, channel.flatRecv,
+                                                                      channel.nFlat, nullptr, 0);
   auto peerSend = [&](int i) {
-    return RingPrims<T, RedOp, Coop>(coop, op, channel.id, nullptr, 0, &channel.flatSend[i], 1);
+    return RingPrims<T, RedOp, Coop, P>(coop, op, channel.id, nullptr, 0, &channel.flatSend[i], 1);
   };
   oneShotReduceScatter<T>(in, peerSend, channel.nFlat, work, channel.flatOwnAt);
 }
 
 // AllReduce, ReduceScatter and Reduce with functor RedOp.
-template <typename T, typename RedOp, typename Coop>
+template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
 WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
   const int peers = channel.ring.nranks > 1 ? 1 : 0;
   FifoEnd* recvs[1] = {channel.ringRecv};
   FifoEnd* sends[1] = {channel.ringSend};
-  RingPrims<T, RedOp, Coop> prims(coop, op, channel.id, recvs, peers, sends, peers);
+  RingPrims<T, RedOp, Coop, P> prims(coop, op, channel.id, recvs, peers, sends, peers);
   switch (work.func) {
     case Func::kAllReduce: return ringAllReduce<T>(prims, channel.ring, work);
     case Func::kReduceScatter: return ringReduceScatter<T>(prims, channel.ring, work);
@@ -69,15 +69,15 @@ WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollW
 }
 
 // AllGather and Broadcast move bytes whatever the user's type.
-template <typename Coop>
-WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork& work) {
+template <typename Coop, typename P>
+WEFT_HD void runDataOnlyProto(Coop& coop, const ChannelView& channel, const CollWork& work) {
   if constexpr (Coop::kHasOneShot) {
     if (work.algo == Algo::kOneShot) {
       using Copy = FuncCopy<uint8_t>;
-      Primitives<uint8_t, Copy, Fan<kMaxFlatPeers, kMaxFlatPeers>, ProtoSimple, Coop> out(
-          coop, Copy(), channel.id, nullptr, 0, channel.flatSend, channel.nFlat);
+      Primitives<uint8_t, Copy, Fan<kMaxFlatPeers, kMaxFlatPeers>, P, Coop> out(coop, Copy(), channel.id, nullptr, 0,
+                                                                                channel.flatSend, channel.nFlat);
       auto peerRecv = [&](int i) {
-        return RingPrims<uint8_t, Copy, Coop>(coop, Copy(), channel.id, &channel.flatRecv[i], 1, nullptr, 0);
+        return RingPrims<uint8_t, Copy, Coop, P>(coop, Copy(), channel.id, &channel.flatRecv[i], 1, nullptr, 0);
       };
       if (work.func == Func::kAllGather)
         return oneShotAllGather<uint8_t>(out, peerRecv, channel.nFlat, work, channel.flatOwnAt);
@@ -87,11 +87,20 @@ WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork&
   const int peers = channel.ring.nranks > 1 ? 1 : 0;
   FifoEnd* recvs[1] = {channel.ringRecv};
   FifoEnd* sends[1] = {channel.ringSend};
-  RingPrims<uint8_t, FuncCopy<uint8_t>, Coop> prims(coop, FuncCopy<uint8_t>(), channel.id, recvs, peers, sends, peers);
+  RingPrims<uint8_t, FuncCopy<uint8_t>, Coop, P> prims(coop, FuncCopy<uint8_t>(), channel.id, recvs, peers, sends,
+                                                       peers);
   if (work.func == Func::kAllGather)
     ringAllGather<uint8_t>(prims, channel.ring, work);
   else if (work.func == Func::kBroadcast)
     ringBroadcast<uint8_t>(prims, channel.ring, work, channel.rank);
+}
+
+template <typename Coop>
+WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork& work) {
+  if constexpr (Coop::kHasLL) {
+    if (work.proto == Proto::kLL) return runDataOnlyProto<Coop, ProtoLL>(coop, channel, work);
+  }
+  runDataOnlyProto<Coop, ProtoSimple>(coop, channel, work);
 }
 
 template <typename T>
@@ -119,22 +128,32 @@ WEFT_HD auto makeOp(const CollWork& work) {
     return FuncSumPostDiv<T>{work.scalarBits};
 }
 
-template <typename T, RedOpKind K, typename Coop>
-WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
+template <typename T, RedOpKind K, typename Coop, typename P>
+WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const CollWork& work) {
   // Trees and one-shot are instantiated only for teams that declare them
   // (trees: both; one-shot: the host team); the planner never gives them to
   // a backend whose team lacks them.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
-      return runTreeAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
+      return runTreeAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
   if constexpr (Coop::kHasOneShot) {
     if (work.algo == Algo::kOneShot && work.func == Func::kAllReduce)
-      return runOneShotAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
+      return runOneShotAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
     if (work.algo == Algo::kOneShot && work.func == Func::kReduceScatter)
-      return runOneShotReduceScatter<T>(coop, channel, work, makeOp<T, K>(work));
+      return runOneShotReduceScatter<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
-  runRingReducing<T>(coop, channel, work, makeOp<T, K>(work));
+  runRingReducing<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
+}
+
+// The protocol is chosen per call (work.proto); only teams that declare LL
+// get its instantiations.
+template <typename T, RedOpKind K, typename Coop>
+WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
+  if constexpr (Coop::kHasLL) {
+    if (work.proto == Proto::kLL) return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
+  }
+  runReducingProto<T, K, Coop, ProtoSimple>(coop, channel, work);
 }
 
 // Reducing collectives of element type T, any functor (the host backend's

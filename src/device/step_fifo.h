@@ -33,7 +33,18 @@ struct FifoControl {
   // kernel does not need them (both ends compute sizes identically); the
   // proxy does, to post network sends of the right length.
   alignas(128) int64_t sizes[kFifoSteps];
+  // LL region: LL steps the consumer has finished reading (the producer's
+  // only wait; LL data needs no tail, its lines carry their own flags).
+  alignas(128) uint64_t llHead;
 };
+
+// Line bytes of one LL step: as large as a Simple slot, at most
+// kLLMaxStepBytes, at least 128 and a multiple of it, so that the payload of
+// a step (half of it) keeps chunk boundaries on 64-byte multiples.
+constexpr int64_t kLLMaxStepBytes = 16 * 1024;
+WEFT_HD constexpr int64_t llStepBytesFor(int64_t stepBytes) {
+  return stepBytes >= kLLMaxStepBytes ? kLLMaxStepBytes : (stepBytes < 128 ? 128 : stepBytes / 128 * 128);
+}
 
 // One side's handle on a connection: plain pointers valid in the address
 // space of the side that uses it, plus that side's position. Trivially
@@ -52,12 +63,21 @@ struct FifoEnd {
   uint64_t seen;
   int32_t peer;  // the rank at the other end (for messages)
   int32_t pad;
+  // The LL region (prims_ll.h): kFifoSteps steps of llStepBytes line bytes,
+  // its own step sequence and flow control, independent of the slots above.
+  char* llLines;     // null: this connection has no LL region
+  uint64_t* llHead;  // written by the consumer only
+  int64_t llStepBytes;
+  uint64_t llStep;  // producer: LL steps written; consumer: LL steps read
+  uint64_t llSeen;  // producer: llHead as last read
 };
 
 // Writes a working copy's position back to the end it was loaded from.
 WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
   orig->step = local.step;
   orig->seen = local.seen;
+  orig->llStep = local.llStep;
+  orig->llSeen = local.llSeen;
 }
 
 WEFT_HD char* fifoSlot(const FifoEnd& end) {

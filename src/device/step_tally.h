@@ -92,6 +92,9 @@ class CountingPrims {
 // The algorithm choice mirrors run_work.h: T only sets the element size.
 template <typename T>
 void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally* tally) {
+  // LL moves lines, not slots, and is planned only on links within a node,
+  // which no proxy drives: nothing to count.
+  if (work.proto != Proto::kSimple) return;
   if (work.algo == Algo::kOneShot) {
     CountingPrims<T> fan(tally, channel.flatRecv, channel.nFlat, channel.flatSend, channel.nFlat);
     auto peerRecv = [&](int i) { return CountingPrims<T>(tally, &channel.flatRecv[i], 1, nullptr, 0); };

@@ -13,6 +13,11 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->step = 0;
   end->seen = 0;
   end->peer = peer;
+  end->llLines = static_cast<char*>(base) + llOffset(stepBytes);
+  end->llHead = &control->llHead;
+  end->llStepBytes = device::llStepBytesFor(stepBytes);
+  end->llStep = 0;
+  end->llSeen = 0;
 }
 
 }  // namespace weft::transport

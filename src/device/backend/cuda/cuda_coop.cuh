@@ -26,12 +26,13 @@ class CudaCoop {
   // keeps cuda communicators within a node on rings.
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = false;
+  // LL (prims_ll.h, 16-byte lines): ring and tree kernels under LL too.
+  static constexpr bool kHasLL = true;
   // scratch: at least 2 ints of the block's shared memory. report: this
   // block's report in host-mapped memory (null: none); timeoutNs 0: no timeout.
   // Host-callable too: the host pass of this class (one thread, a host
   // clock) is how tests check the wait logic without a GPU.
-  __host__ __device__ CudaCoop(uint32_t* abortFlag, int* scratch, WaitReport* report = nullptr,
-                               int64_t timeoutNs = 0)
+  __host__ __device__ CudaCoop(uint32_t* abortFlag, int* scratch, WaitReport* report = nullptr, int64_t timeoutNs = 0)
       : abortFlag_(abortFlag), scratch_(scratch), report_(report), timeoutNs_(timeoutNs) {}
 
   __host__ __device__ int threadRank() const {
@@ -79,6 +80,33 @@ class CudaCoop {
     ok = broadcastFromLeader(ok);
     if (!ok) failed_ = true;
     return ok != 0;
+  }
+
+  // Each thread waits for a condition of its own (its LL lines), with the
+  // same abort and timeout checks as the leader's waits. Several threads of
+  // a block may announce or record a wait; the words they write say the
+  // same thing (a wait on this site), so the last store wins harmlessly.
+  template <typename Ready, typename Culprit>
+  __host__ __device__ bool waitEach(Ready&& ready, Culprit&& culprit) {
+    if (failed_) return false;
+    WaitClock clock;
+    for (uint32_t polls = 0; !ready(); ++polls)
+      if ((polls & 1023) == 1023 && !keepWaiting(&clock, culprit())) {
+        failed_ = true;
+        return false;
+      }
+    if (clock.announced) endAnnouncedWait();
+    return true;
+  }
+
+  // Whether every thread of the block succeeded (a barrier: every thread's
+  // earlier reads are complete when it returns).
+  __host__ __device__ bool agree(bool ok) {
+#if WEFT_DEVICE_PASS
+    ok = __syncthreads_and(ok ? 1 : 0) != 0;
+#endif
+    if (!ok) failed_ = true;
+    return ok;
   }
 
   __host__ __device__ bool failed() const { return failed_; }

@@ -44,6 +44,7 @@ class HostCoop {
 
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = true;
+  static constexpr bool kHasLL = true;
   static constexpr int threadRank() { return 0; }
   static constexpr int size() { return 1; }
   static constexpr bool leader() { return true; }
@@ -58,6 +59,15 @@ class HostCoop {
     if (ready()) return true;
     return waitSlow(ready, culprit);
   }
+
+  // A wait of one thread for a condition of its own (an LL line): the team
+  // is this thread, so it is waitUntil.
+  template <typename Ready, typename Culprit>
+  bool waitEach(Ready&& ready, Culprit&& culprit) {
+    return waitUntil(ready, culprit);
+  }
+  // Whether every thread of the team succeeded: here, this one.
+  bool agree(bool ok) const { return ok && !failed(); }
 
   bool failed() const { return failure_.kind != WaitFailure::kNone; }
   const WaitFailureInfo& failure() const { return failure_; }

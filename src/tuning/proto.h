@@ -1,0 +1,65 @@
+// Protocol choice: NCCL_PROTO parsing and the per-call choice between LL and
+// Simple. Pure functions of narrow inputs, like algo.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "tuning/algo.h"
+
+namespace weft::tuning {
+
+// Numbered as device::Proto.
+enum class Protocol : int { kSimple = 0, kLL = 1, kLL128 = 2, kCount = 3 };
+
+const char* protocolName(Protocol proto);
+
+// Which protocols each collective may use. NCCL_PROTO syntax, as NCCL_ALGO's:
+// "LL,Simple" for every collective, "^LL128" to exclude, "allreduce:LL;
+// broadcast:simple" per collective; names are case-insensitive and unknown
+// names are an error naming them.
+class ProtoFilter {
+ public:
+  static Result<ProtoFilter> parse(const std::string& text);
+  bool allows(CollKind coll, Protocol proto) const {
+    return (mask_[static_cast<int>(coll)] >> static_cast<int>(proto)) & 1u;
+  }
+  // Whether the text named protocols at all (an empty NCCL_PROTO did not).
+  bool explicitlySet() const { return set_; }
+  // A collective allowed LL128 and nothing Weft runs (Simple or LL): the
+  // collective kind, or kCount when there is none.
+  CollKind onlyLL128() const;
+
+ private:
+  uint32_t mask_[static_cast<int>(CollKind::kCount)] = {~0u, ~0u, ~0u, ~0u, ~0u};
+  bool set_ = false;
+};
+
+// LL's cost per byte is several times Simple's (half of each line is flag,
+// every element passes through registers once per peer, every pack is
+// polled), its gain one hand-off less per step. Measured on the host
+// backend (bench/ll_crossover.sh, docs/performance.md): LL ahead of Simple
+// for AllReduce up to these sizes (all ranks' bytes), 2 and 4 ranks.
+constexpr int64_t kLLMaxBytesRing = 16 << 10;
+constexpr int64_t kLLMaxBytesOneShot = 16 << 10;
+
+struct ProtoInputs {
+  CollKind coll = CollKind::kAllReduce;
+  Algorithm algo = Algorithm::kRing;
+  int64_t bytes = 0;         // all ranks' bytes, as for chooseAlgorithm
+  bool llPossible = false;   // the backend runs LL and every link is within a node
+  bool llByDefault = false;  // the backend picks LL by itself (else only when NCCL_PROTO allows LL and not Simple)
+};
+
+struct ProtoChoice {
+  Protocol proto;
+  const char* reason;
+};
+
+// LL when it is possible, allowed and the message small; else Simple. LL128
+// is never chosen: Weft does not implement it (on the host a 128-byte store
+// is not seen whole; on GPUs it is not built yet).
+ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter);
+
+}  // namespace weft::tuning

@@ -1,0 +1,144 @@
+// Every collective under each protocol (NCCL_PROTO=LL and NCCL_PROTO=Simple)
+// against the scalar reference of coll_check.h, so LL and Simple give the
+// same results: every type and op at one size; sizes around LL's pack, step
+// and chunk borders for 2 to 8 ranks; one-shot and tree under LL; ranks as
+// threads (p2p FIFOs) and as processes (shm FIFOs).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "multirank/coll_check.h"
+
+namespace weft::test {
+namespace {
+
+const CollOp kAllColls[] = {CollOp::kAllReduce,     CollOp::kBroadcast, CollOp::kReduce, CollOp::kAllGather,
+                            CollOp::kReduceScatter, CollOp::kAlltoAll,  CollOp::kGather, CollOp::kScatter};
+const TestOp kAllOps[] = {TestOp::kSum, TestOp::kProd,       TestOp::kMax,      TestOp::kMin,
+                          TestOp::kAvg, TestOp::kPreMulHost, TestOp::kPreMulPtr};
+const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                    ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                    ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+
+// ---- Every type x op x collective x placement, 3 ranks, under one protocol.
+
+using TypeParam = std::tuple<RankMode, const char*, ncclDataType_t>;
+class ProtoTypesAndOps : public ::testing::TestWithParam<TypeParam> {};
+
+TEST_P(ProtoTypesAndOps, EveryCollectiveOpAndPlacement) {
+  const auto [mode, proto, type] = GetParam();
+  ScopedEnv env("NCCL_PROTO", proto);
+  std::vector<CollCase> cases;
+  for (CollOp coll : kAllColls)
+    for (TestOp op : kAllOps) {
+      if (!isReducing(coll) && op != TestOp::kSum) continue;
+      for (int inPlace = 0; inPlace < (hasInPlace(coll) ? 2 : 1); ++inPlace)
+        cases.push_back({coll, type, op, 1001, 2, inPlace == 1});
+    }
+  runCases(mode, 3, cases);
+}
+
+std::string typeParamName(const ::testing::TestParamInfo<TypeParam>& p) {
+  return std::string(modeName(std::get<0>(p.param))) + "_" + std::get<1>(p.param) + "_" +
+         typeName(std::get<2>(p.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, ProtoTypesAndOps,
+                         ::testing::Combine(::testing::Values(RankMode::kThreads), ::testing::Values("LL", "Simple"),
+                                            ::testing::ValuesIn(kAllTypes)),
+                         typeParamName);
+INSTANTIATE_TEST_SUITE_P(Processes, ProtoTypesAndOps,
+                         ::testing::Combine(::testing::Values(RankMode::kProcesses), ::testing::Values("LL"),
+                                            ::testing::Values(ncclInt8, ncclFloat64, ncclBfloat16)),
+                         typeParamName);
+
+// ---- LL across its borders. NCCL_BUFFSIZE=65536: 8 KiB slots, so LL steps
+// of 8 KiB of lines carrying 4 KiB, and ring chunks of 4 LL steps.
+
+constexpr size_t kLLStepPayload = 4096;
+
+std::vector<size_t> llBorderCounts(size_t elemSize, int nranks, int channels) {
+  const size_t step = kLLStepPayload / elemSize;
+  const size_t pack = 8 / elemSize;
+  const size_t n = static_cast<size_t>(nranks);
+  const size_t chunk = 4 * step;
+  return {1,
+          pack - (pack > 1 ? 1 : 0),
+          pack + 1,
+          step - 1,
+          step + 1,
+          step * n + 1,
+          chunk * n * static_cast<size_t>(channels) + 3,
+          (size_t{160} << 10) / elemSize + 5};
+}
+
+using SizeParam = std::tuple<RankMode, int, int>;  // mode, ranks, channels
+class LLBorders : public ::testing::TestWithParam<SizeParam> {};
+
+TEST_P(LLBorders, EveryCollectiveAcrossPackStepAndChunkBorders) {
+  const auto [mode, nranks, channels] = GetParam();
+  ScopedEnv proto("NCCL_PROTO", "LL");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  const std::string ch = std::to_string(channels);
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", ch.c_str());
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", ch.c_str());
+  std::vector<CollCase> cases;
+  for (CollOp coll : kAllColls) {
+    if (coll >= CollOp::kAlltoAll) continue;  // send/recv: Simple whatever NCCL_PROTO says
+    const ncclDataType_t type = isReducing(coll) ? ncclFloat32 : ncclInt8;
+    for (size_t count : llBorderCounts(type == ncclInt8 ? 1 : 4, nranks, channels))
+      for (int inPlace = 0; inPlace < (hasInPlace(coll) ? 2 : 1); ++inPlace)
+        cases.push_back({coll, type, TestOp::kSum, count, nranks - 1, inPlace == 1});
+  }
+  runCases(mode, nranks, cases);
+}
+
+std::string sizeParamName(const ::testing::TestParamInfo<SizeParam>& p) {
+  return std::string(modeName(std::get<0>(p.param))) + "_" + std::to_string(std::get<1>(p.param)) + "ranks_" +
+         std::to_string(std::get<2>(p.param)) + "ch";
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, LLBorders,
+                         ::testing::Combine(::testing::Values(RankMode::kThreads), ::testing::Range(2, 9),
+                                            ::testing::Values(1)),
+                         sizeParamName);
+INSTANTIATE_TEST_SUITE_P(ThreadsChannels, LLBorders,
+                         ::testing::Combine(::testing::Values(RankMode::kThreads), ::testing::Values(2, 5),
+                                            ::testing::Values(4)),
+                         sizeParamName);
+INSTANTIATE_TEST_SUITE_P(Processes, LLBorders,
+                         ::testing::Combine(::testing::Values(RankMode::kProcesses), ::testing::Values(2, 3, 8),
+                                            ::testing::Values(1)),
+                         sizeParamName);
+
+// ---- One-shot and tree AllReduce (and one-shot AllGather, ReduceScatter,
+// Broadcast) under LL.
+
+using AlgoParam = std::tuple<const char*, int>;  // NCCL_ALGO, ranks
+class LLAlgorithms : public ::testing::TestWithParam<AlgoParam> {};
+
+TEST_P(LLAlgorithms, MatchTheReference) {
+  const auto [algo, nranks] = GetParam();
+  ScopedEnv proto("NCCL_PROTO", "LL");
+  ScopedEnv algoEnv("NCCL_ALGO", algo);
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{1}, size_t{1023}, size_t{1025}, size_t{9000}})
+    for (CollOp coll : {CollOp::kAllReduce, CollOp::kAllGather, CollOp::kReduceScatter, CollOp::kBroadcast})
+      for (int inPlace = 0; inPlace < 2; ++inPlace)
+        cases.push_back(
+            {coll, ncclFloat32, coll == CollOp::kAllReduce ? TestOp::kAvg : TestOp::kSum, count, 1, inPlace == 1});
+  runCases(RankMode::kThreads, nranks, cases);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, LLAlgorithms,
+                         ::testing::Values(AlgoParam{"OneShot", 2}, AlgoParam{"OneShot", 4}, AlgoParam{"Tree", 3},
+                                           AlgoParam{"Tree", 6}),
+                         [](const ::testing::TestParamInfo<AlgoParam>& p) {
+                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
+                         });
+
+}  // namespace
+}  // namespace weft::test

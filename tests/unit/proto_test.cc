@@ -1,0 +1,114 @@
+// NCCL_PROTO parsing (NCCL's syntax: lists, ^ exclusion, per-collective
+// entries, any case; unknown names are errors that name them) and the
+// per-call protocol choice.
+#include "tuning/proto.h"
+
+#include <gtest/gtest.h>
+
+namespace weft::tuning {
+namespace {
+
+constexpr CollKind kAllReduce = CollKind::kAllReduce;
+constexpr CollKind kBroadcast = CollKind::kBroadcast;
+
+ProtoFilter parsed(const std::string& text) {
+  auto filter = ProtoFilter::parse(text);
+  EXPECT_TRUE(filter.ok()) << text << ": " << filter.status().message();
+  return filter.ok() ? filter.value() : ProtoFilter();
+}
+
+TEST(ProtoFilter, EmptyAllowsEverything) {
+  const ProtoFilter f = parsed("");
+  EXPECT_FALSE(f.explicitlySet());
+  for (int p = 0; p < static_cast<int>(Protocol::kCount); ++p)
+    EXPECT_TRUE(f.allows(kBroadcast, static_cast<Protocol>(p)));
+}
+
+TEST(ProtoFilter, ListIsCaseInsensitive) {
+  const ProtoFilter f = parsed(" ll , SIMPLE");
+  EXPECT_TRUE(f.explicitlySet());
+  EXPECT_TRUE(f.allows(kAllReduce, Protocol::kLL));
+  EXPECT_TRUE(f.allows(kAllReduce, Protocol::kSimple));
+  EXPECT_FALSE(f.allows(kAllReduce, Protocol::kLL128));
+}
+
+TEST(ProtoFilter, CaretExcludes) {
+  const ProtoFilter f = parsed("^LL128");
+  EXPECT_TRUE(f.allows(kAllReduce, Protocol::kLL));
+  EXPECT_TRUE(f.allows(kAllReduce, Protocol::kSimple));
+  EXPECT_FALSE(f.allows(kAllReduce, Protocol::kLL128));
+  EXPECT_EQ(f.onlyLL128(), CollKind::kCount);
+}
+
+TEST(ProtoFilter, PerCollectiveEntriesOverrideTheDefault) {
+  const ProtoFilter f = parsed("Simple;AllReduce:LL;broadcast:^simple");
+  EXPECT_TRUE(f.allows(kAllReduce, Protocol::kLL));
+  EXPECT_FALSE(f.allows(kAllReduce, Protocol::kSimple));
+  EXPECT_FALSE(f.allows(kBroadcast, Protocol::kSimple));
+  EXPECT_TRUE(f.allows(kBroadcast, Protocol::kLL));
+  EXPECT_FALSE(f.allows(CollKind::kAllGather, Protocol::kLL));
+  EXPECT_TRUE(f.allows(CollKind::kAllGather, Protocol::kSimple));
+}
+
+TEST(ProtoFilter, UnknownProtocolIsAnErrorNamingIt) {
+  auto f = ProtoFilter::parse("LL,LL256");
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), ncclInvalidArgument);
+  EXPECT_NE(f.status().message().find("\"ll256\""), std::string::npos) << f.status().message();
+  EXPECT_NE(f.status().message().find("NCCL_PROTO"), std::string::npos);
+}
+
+TEST(ProtoFilter, UnknownCollectiveIsAnErrorNamingIt) {
+  auto f = ProtoFilter::parse("allreduce:LL;alltoall:simple");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("\"alltoall\""), std::string::npos) << f.status().message();
+}
+
+TEST(ProtoFilter, OnlyLL128IsFound) {
+  EXPECT_EQ(parsed("LL128").onlyLL128(), kAllReduce);
+  EXPECT_EQ(parsed("simple;broadcast:ll128").onlyLL128(), kBroadcast);
+  EXPECT_EQ(parsed("LL128,LL").onlyLL128(), CollKind::kCount);
+}
+
+ProtoInputs hostInputs(int64_t bytes, Algorithm algo = Algorithm::kRing) {
+  ProtoInputs in;
+  in.bytes = bytes;
+  in.algo = algo;
+  in.llPossible = true;
+  in.llByDefault = true;
+  return in;
+}
+
+TEST(ChooseProtocol, LLForSmallSimpleBeyondTheThreshold) {
+  const ProtoFilter any;
+  EXPECT_EQ(chooseProtocol(hostInputs(8), any).proto, Protocol::kLL);
+  EXPECT_EQ(chooseProtocol(hostInputs(kLLMaxBytesRing), any).proto, Protocol::kLL);
+  EXPECT_EQ(chooseProtocol(hostInputs(kLLMaxBytesRing + 1), any).proto, Protocol::kSimple);
+  EXPECT_EQ(chooseProtocol(hostInputs(kLLMaxBytesOneShot, Algorithm::kOneShot), any).proto, Protocol::kLL);
+  EXPECT_EQ(chooseProtocol(hostInputs(kLLMaxBytesOneShot + 1, Algorithm::kOneShot), any).proto, Protocol::kSimple);
+}
+
+TEST(ChooseProtocol, FilterForcesEitherWay) {
+  EXPECT_EQ(chooseProtocol(hostInputs(64 << 20), parsed("LL")).proto, Protocol::kLL);
+  EXPECT_EQ(chooseProtocol(hostInputs(8), parsed("^LL")).proto, Protocol::kSimple);
+  EXPECT_EQ(chooseProtocol(hostInputs(8, Algorithm::kTree), parsed("LL")).proto, Protocol::kLL);
+}
+
+TEST(ChooseProtocol, LL128AloneRunsSimple) {
+  const ProtoChoice c = chooseProtocol(hostInputs(8), parsed("LL128"));
+  EXPECT_EQ(c.proto, Protocol::kSimple);
+  EXPECT_NE(std::string(c.reason).find("nothing"), std::string::npos) << c.reason;
+}
+
+TEST(ChooseProtocol, NoLLWhereImpossibleOrNotByDefault) {
+  ProtoInputs in = hostInputs(8);
+  in.llPossible = false;  // a link through the network
+  EXPECT_EQ(chooseProtocol(in, parsed("LL")).proto, Protocol::kSimple);
+  in = hostInputs(8);
+  in.llByDefault = false;  // the cuda backend: only on request
+  EXPECT_EQ(chooseProtocol(in, ProtoFilter()).proto, Protocol::kSimple);
+  EXPECT_EQ(chooseProtocol(in, parsed("LL")).proto, Protocol::kLL);
+}
+
+}  // namespace
+}  // namespace weft::tuning
