@@ -226,6 +226,7 @@ Status buildChannels(Comm* comm) {
   if (!filter.ok()) return filter.status();
   comm->algoFilter = filter.value();
   WEFT_RETURN_IF_ERROR(parseProtoFilter(comm));
+  comm->directAllowed = param::direct() != 0;
   const size_t nch = comm->channels.size();
   for (size_t c = 0; c < nch; ++c) {
     Channel& channel = comm->channels[c];

@@ -115,6 +115,7 @@ struct Comm {
   int treeDepth = 0;
   tuning::AlgoFilter algoFilter;
   tuning::ProtoFilter protoFilter;  // NCCL_PROTO
+  bool directAllowed = true;        // WEFT_DIRECT
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).
   std::vector<int> nodeOf;

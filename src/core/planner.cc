@@ -104,6 +104,19 @@ void chooseProto(const PlanInputs& in, int64_t totalBytes, uint64_t elemSize, de
   work->chunkElems = std::max<uint64_t>(work->alignElems, chunk / work->alignElems * work->alignElems);
 }
 
+// Direct mode (ring AllReduce, AllGather, Broadcast under Simple, large):
+// decided from inputs every rank shares, so both ends of every link agree.
+void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
+  const bool ringColl =
+      work->func == Func::kAllReduce || work->func == Func::kAllGather || work->func == Func::kBroadcast;
+  if (!in.directPossible || !ringColl || work->algo != device::Algo::kRing || work->proto != device::Proto::kSimple ||
+      totalBytes < tuning::kDirectMinBytes)
+    return;
+  work->direct = 1;
+  WEFT_INFO(log::kTuning, "%s %lld bytes: direct (ranks write into each other's buffers)",
+            tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes));
+}
+
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth
 // hops, never above the ring chunk, always a multiple of the alignment.
 uint64_t treeChunk(const PlanInputs& in, const device::CollWork& work) {
@@ -120,6 +133,7 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
   if (task.func != Func::kReduce) chooseAlgo(in, totalBytes, &work);
   chooseProto(in, totalBytes, elemSize, &work);
+  chooseDirect(in, totalBytes, &work);
   const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {

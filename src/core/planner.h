@@ -31,6 +31,9 @@ struct PlanInputs {
   const tuning::ProtoFilter* protoFilter = nullptr;
   bool llPossible = false;
   bool llByDefault = false;
+  // Every rank is a thread of this process and the backend has direct mode:
+  // large ring calls write straight into the peers' user buffers.
+  bool directPossible = false;
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.

@@ -104,8 +104,18 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
   WEFT_HD void directSend(const T* result, int64_t n) {
     genericOp<false, true, true, false>(result, nullptr, n, false, false);
   }
+  // LL has no direct mode: the direct verbs are their plain forms.
   WEFT_HD void directRecv(T* dst, int64_t n) { recv(dst, n); }
   WEFT_HD void directRecvCopySend(T* dst, int64_t n) { recvCopySend(dst, n); }
+  WEFT_HD void directCopySend(const T* from, T* dst, int64_t n) {
+    if (from == dst)
+      send(from, n);
+    else
+      copySend(from, dst, n);
+  }
+  WEFT_HD void directRecvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
+    recvReduceCopySend(src, dst, n, post);
+  }
 
   WEFT_HD void localCopy(const T* src, T* dst, int64_t n) {
     for (int64_t i = coop_.threadRank(); i < n; i += coop_.size()) dst[i] = op_.post(op_.pre(src[i]));

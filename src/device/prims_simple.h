@@ -78,8 +78,46 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void directSend(const T* result, int64_t n) {
     genericOp<false, true, true, false>(result, nullptr, n, false, false);
   }
-  WEFT_HD void directRecv(T* dst, int64_t n) { recv(dst, n); }
-  WEFT_HD void directRecvCopySend(T* dst, int64_t n) { recvCopySend(dst, n); }
+  // Direct verbs: like their plain forms, except that after beginDirect a
+  // link whose peer shares this address space carries only the step
+  // signals: the sender writes into the receiver's user buffer at the
+  // offset of its own output `dst`, and the receiver finds the data there.
+  //   directCopySend      copySend (from may equal dst: in place)
+  //   directRecvCopySend  recvCopySend          directRecv  recv
+  //   directRecvReduceCopySend  recvReduceCopySend, received through the slot
+  WEFT_HD void directCopySend(const T* from, T* dst, int64_t n) {
+    genericOp<false, true, true, true, false, true>(from, dst, n, false, false);
+  }
+  WEFT_HD void directRecv(T* dst, int64_t n) {
+    genericOp<true, false, false, true, true, false>(nullptr, dst, n, false, false);
+  }
+  WEFT_HD void directRecvCopySend(T* dst, int64_t n) {
+    genericOp<true, true, false, true, true, true>(nullptr, dst, n, false, false);
+  }
+  WEFT_HD void directRecvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
+    genericOp<true, true, true, true, false, true>(src, dst, n, true, post);
+  }
+
+  // Enters direct mode for one call whose outputs lie in ownBase's buffer.
+  // Receive links in one address space post ownBase with the next sequence
+  // number: the buffer is ready for this call, since the call has begun.
+  // Send links wait for their peer's post of the same number before any
+  // write reaches its buffer. Every rank of a direct call calls this on the
+  // same links, so the sequence numbers agree. False when the wait failed.
+  WEFT_HD bool beginDirect(T* ownBase) {
+    direct_ = true;
+    ownBase_ = ownBase;
+    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
+      if (!recv_[i].sameProcess) continue;
+      recv_[i].directCalls += 1;
+      if (!coop_.leader()) continue;
+      storeRelaxed(recv_[i].directBase, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ownBase)));
+      storeRelease(recv_[i].directSeq, recv_[i].directCalls);  // the base before the number
+    }
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i)
+      if (send_[i].sameProcess) send_[i].directCalls += 1;
+    return coop_.waitUntil([&] { return peersPosted(); }, [&] { return firstUnposted(); });
+  }
 
   // No peers: dst = post(pre(src)). Single-rank collectives end here.
   WEFT_HD void localCopy(const T* src, T* dst, int64_t n) {
@@ -101,6 +139,25 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   template <bool Send, bool Dst>
   static constexpr int kVerbMaxDsts = (Dst ? 1 : 0) + (Send ? kMaxSend : 0);
 
+  WEFT_HD bool peersPosted() {
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
+      if (!send_[i].sameProcess) continue;
+      if (loadAcquire(send_[i].directSeq) != send_[i].directCalls) return false;
+      peerBase_[i] = reinterpret_cast<T*>(static_cast<uintptr_t>(loadRelaxed(send_[i].directBase)));
+    }
+    return true;
+  }
+
+  WEFT_HD WaitSite firstUnposted() {
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i)
+      if (send_[i].sameProcess && loadAcquire(send_[i].directSeq) != send_[i].directCalls)
+        return WaitSite{send_[i].peer, 1, channel_};
+    return WaitSite{-1, 1, channel_};
+  }
+
+  WEFT_HD bool recvIsDirect(int i) const { return direct_ && recv_[i].sameProcess; }
+  WEFT_HD bool sendIsDirect(int i) const { return direct_ && send_[i].sameProcess; }
+
   WEFT_HD bool ready(int nr, int ns) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
       if (!fifoCanConsume(recv_[i])) return false;
@@ -120,8 +177,12 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
 
   // ownAt: where the own input goes among the sources (the peers' slots fill
   // the other positions in fan order); reductions run in source order.
-  template <bool Recv, bool Send, bool Src, bool Dst>
+  // DirectRecv / DirectSend: the verb may take its input from (or write its
+  // output to) user buffers on links in direct mode; both need Dst, whose
+  // offset from ownBase_ locates the peer's position.
+  template <bool Recv, bool Send, bool Src, bool Dst, bool DirectRecv = false, bool DirectSend = false>
   WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool pre, bool post, int ownAt = 0) {
+    static_assert(Dst || !(DirectRecv || DirectSend), "direct verbs locate the peer's data by their output");
     const int nr = Recv ? nRecv_ : 0;
     const int ns = Send ? nSend_ : 0;
     for (int64_t offset = 0; offset < nelem; offset += stepElems_) {
@@ -135,11 +196,14 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         const int ownPos = Src ? minOf(ownAt, nr) : -1;
         for (int i = 0; i < kMaxRecv && i < nr; ++i) {
           if (i == ownPos) srcs[nSrcs++] = src + offset;
-          srcs[nSrcs++] = reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+          // A direct receive found its data already in place at dst.
+          srcs[nSrcs++] = DirectRecv && recvIsDirect(i) ? dst + offset : reinterpret_cast<const T*>(fifoSlot(recv_[i]));
         }
         if (Src && ownPos == nr) srcs[nSrcs++] = src + offset;
         if (Dst) dsts[nDsts++] = dst + offset;
-        for (int i = 0; i < kMaxSend && i < ns; ++i) dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
+        for (int i = 0; i < kMaxSend && i < ns; ++i)
+          dsts[nDsts++] = DirectSend && sendIsDirect(i) ? peerBase_[i] + (dst + offset - ownBase_)
+                                                        : reinterpret_cast<T*>(fifoSlot(send_[i]));
         reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>, kVerbMaxDsts<Send, Dst>>(
             coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src && pre ? ownPos : -1, post);
         coop_.sync();
@@ -167,6 +231,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   int nRecv_;
   int nSend_;
   int64_t stepElems_ = 0;
+  bool direct_ = false;
+  T* ownBase_ = nullptr;
+  T* peerBase_[kMaxSend > 0 ? kMaxSend : 1] = {};
   FifoEnd recv_[kMaxRecv > 0 ? kMaxRecv : 1];
   FifoEnd send_[kMaxSend > 0 ? kMaxSend : 1];
   FifoEnd* recvOrig_[kMaxRecv > 0 ? kMaxRecv : 1];

@@ -32,14 +32,16 @@ WEFT_HD void ringAllReduce(Prims& prims, const RingView& ring, const CollWork& w
       j = ringMod(ring.index - s, k);
       prims.recvReduceSend(src + segOffset(j), segLength(j));
     }
+    // From here on every segment is final: in direct mode it goes straight
+    // into the next rank's output buffer.
     j = ring.index;
-    prims.recvReduceCopySend(src + segOffset(j), dst + segOffset(j), segLength(j), true);
+    prims.directRecvReduceCopySend(src + segOffset(j), dst + segOffset(j), segLength(j), true);
     for (int s = 1; s < k - 1; ++s) {
       j = ringMod(ring.index - s, k);
-      prims.recvCopySend(dst + segOffset(j), segLength(j));
+      prims.directRecvCopySend(dst + segOffset(j), segLength(j));
     }
     j = ringMod(ring.index + 1, k);
-    prims.recv(dst + segOffset(j), segLength(j));
+    prims.directRecv(dst + segOffset(j), segLength(j));
   }
 }
 
@@ -85,12 +87,9 @@ WEFT_HD void ringAllGather(Prims& prims, const RingView& ring, const CollWork& w
   for (int64_t base = 0; base < n; base += chunk) {
     const int64_t len = minOf(chunk, n - base);
     T* myDst = dst + rankOffset(ring.index) + base;
-    if (inPlace)
-      prims.send(myDst, len);
-    else
-      prims.copySend(src + start + base, myDst, len);
-    for (int s = 1; s < k - 1; ++s) prims.recvCopySend(dst + rankOffset(ringMod(ring.index - s, k)) + base, len);
-    prims.recv(dst + rankOffset(ringMod(ring.index + 1, k)) + base, len);
+    prims.directCopySend(inPlace ? myDst : src + start + base, myDst, len);
+    for (int s = 1; s < k - 1; ++s) prims.directRecvCopySend(dst + rankOffset(ringMod(ring.index - s, k)) + base, len);
+    prims.directRecv(dst + rankOffset(ringMod(ring.index + 1, k)) + base, len);
   }
 }
 
@@ -108,16 +107,12 @@ WEFT_HD void ringBroadcast(Prims& prims, const RingView& ring, const CollWork& w
   const int64_t chunk = static_cast<int64_t>(work.chunkElems);
   for (int64_t base = 0; base < n; base += chunk) {
     const int64_t len = minOf(chunk, n - base);
-    if (isRoot) {
-      if (src == dst)
-        prims.send(src + base, len);
-      else
-        prims.copySend(src + base, dst + base, len);
-    } else if (ring.next == work.root) {
-      prims.recv(dst + base, len);
-    } else {
-      prims.recvCopySend(dst + base, len);
-    }
+    if (isRoot)
+      prims.directCopySend(src + base, dst + base, len);
+    else if (ring.next == work.root)
+      prims.directRecv(dst + base, len);
+    else
+      prims.directRecvCopySend(dst + base, len);
   }
 }
 

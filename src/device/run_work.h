@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include <type_traits>
+
 #include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/primitives.h"
@@ -53,6 +55,17 @@ WEFT_HD void runOneShotReduceScatter(Coop& coop, const ChannelView& channel, con
   oneShotReduceScatter<T>(in, peerSend, channel.nFlat, work, channel.flatOwnAt);
 }
 
+// Direct mode for a ring call planned so (work.direct): only teams that
+// declare it (the host team: ranks as threads share one address space) and
+// only under Simple. False when the team's wait for a peer failed.
+template <typename Prims, typename T, typename Coop, typename P>
+WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work) {
+  if constexpr (Coop::kHasDirect && std::is_same_v<P, ProtoSimple>) {
+    if (work.direct) return prims.beginDirect(static_cast<T*>(work.recvbuff));
+  }
+  return true;
+}
+
 // AllReduce, ReduceScatter and Reduce with functor RedOp.
 template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
 WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
@@ -60,6 +73,7 @@ WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollW
   FifoEnd* recvs[1] = {channel.ringRecv};
   FifoEnd* sends[1] = {channel.ringSend};
   RingPrims<T, RedOp, Coop, P> prims(coop, op, channel.id, recvs, peers, sends, peers);
+  if (!beginRingDirect<decltype(prims), T, Coop, P>(prims, work)) return;
   switch (work.func) {
     case Func::kAllReduce: return ringAllReduce<T>(prims, channel.ring, work);
     case Func::kReduceScatter: return ringReduceScatter<T>(prims, channel.ring, work);
@@ -89,6 +103,7 @@ WEFT_HD void runDataOnlyProto(Coop& coop, const ChannelView& channel, const Coll
   FifoEnd* sends[1] = {channel.ringSend};
   RingPrims<uint8_t, FuncCopy<uint8_t>, Coop, P> prims(coop, FuncCopy<uint8_t>(), channel.id, recvs, peers, sends,
                                                        peers);
+  if (!beginRingDirect<decltype(prims), uint8_t, Coop, P>(prims, work)) return;
   if (work.func == Func::kAllGather)
     ringAllGather<uint8_t>(prims, channel.ring, work);
   else if (work.func == Func::kBroadcast)

@@ -36,6 +36,11 @@ struct FifoControl {
   // LL region: LL steps the consumer has finished reading (the producer's
   // only wait; LL data needs no tail, its lines carry their own flags).
   alignas(128) uint64_t llHead;
+  // Direct mode (prims_simple.h, ranks in one address space): the consumer
+  // posts its user buffer for its directSeq-th direct call; the producer
+  // writes into it only after seeing that very sequence number.
+  alignas(128) uint64_t directSeq;
+  uint64_t directBase;
 };
 
 // Line bytes of one LL step: as large as a Simple slot, at most
@@ -61,8 +66,8 @@ struct FifoEnd {
   // next step the shared line is not read again: a producer with free slots
   // or a consumer with steps waiting touches no line the peer writes.
   uint64_t seen;
-  int32_t peer;  // the rank at the other end (for messages)
-  int32_t pad;
+  int32_t peer;         // the rank at the other end (for messages)
+  int32_t sameProcess;  // 1: the other end shares this address space (direct mode possible)
   // The LL region (prims_ll.h): kFifoSteps steps of llStepBytes line bytes,
   // its own step sequence and flow control, independent of the slots above.
   char* llLines;     // null: this connection has no LL region
@@ -70,6 +75,10 @@ struct FifoEnd {
   int64_t llStepBytes;
   uint64_t llStep;  // producer: LL steps written; consumer: LL steps read
   uint64_t llSeen;  // producer: llHead as last read
+  // Direct mode: the shared mailbox and the direct calls made on this end.
+  uint64_t* directSeq;
+  uint64_t* directBase;
+  uint64_t directCalls;
 };
 
 // Writes a working copy's position back to the end it was loaded from.
@@ -78,6 +87,7 @@ WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
   orig->seen = local.seen;
   orig->llStep = local.llStep;
   orig->llSeen = local.llSeen;
+  orig->directCalls = local.directCalls;
 }
 
 WEFT_HD char* fifoSlot(const FifoEnd& end) {

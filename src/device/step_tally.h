@@ -69,6 +69,8 @@ class CountingPrims {
   void directSend(const T*, int64_t n) { count(n, false, true); }
   void directRecv(T*, int64_t n) { count(n, true, false); }
   void directRecvCopySend(T*, int64_t n) { count(n, true, true); }
+  void directCopySend(const T*, T*, int64_t n) { count(n, false, true); }
+  void directRecvReduceCopySend(const T*, T*, int64_t n, bool) { count(n, true, true); }
   void localCopy(const T*, T*, int64_t) {}
 
  private:

@@ -44,6 +44,12 @@ class ProtoFilter {
 constexpr int64_t kLLMaxBytesRing = 16 << 10;
 constexpr int64_t kLLMaxBytesOneShot = 16 << 10;
 
+// Smallest ring AllReduce, AllGather or Broadcast (all ranks' bytes) that
+// runs in direct mode when every rank is a thread of one process: below it
+// the per-call handshake (one more hand-off per link) outweighs the copy
+// saved (docs/performance.md).
+constexpr int64_t kDirectMinBytes = 256 << 10;
+
 struct ProtoInputs {
   CollKind coll = CollKind::kAllReduce;
   Algorithm algo = Algorithm::kRing;

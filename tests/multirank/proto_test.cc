@@ -140,5 +140,41 @@ INSTANTIATE_TEST_SUITE_P(All, LLAlgorithms,
                            return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
                          });
 
+// ---- Direct mode: ranks as threads write into each other's user buffers
+// (ring AllReduce, AllGather, Broadcast from 256 KiB), in and out of place,
+// with one and two channels, several calls in a row on the same buffers
+// (each call's handshake must find the peer's buffer of that call), and
+// next to calls that do not run direct (ReduceScatter, small sizes), whose
+// FIFO steps interleave with the direct ones on the same links.
+
+using DirectParam = std::tuple<int, int>;  // ranks, channels
+class Direct : public ::testing::TestWithParam<DirectParam> {};
+
+TEST_P(Direct, LargeRingCallsMatchTheReference) {
+  const auto [nranks, channels] = GetParam();
+  const std::string ch = std::to_string(channels);
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", ch.c_str());
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", ch.c_str());
+  ScopedEnv algo("NCCL_ALGO", "Ring");
+  std::vector<CollCase> cases;
+  for (size_t count : {size_t{70001}, size_t{300007}})
+    for (int inPlace = 0; inPlace < 2; ++inPlace) {
+      cases.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kSum, count, 0, inPlace == 1});
+      cases.push_back({CollOp::kAllGather, ncclInt8, TestOp::kSum, count, 0, inPlace == 1});
+      cases.push_back({CollOp::kBroadcast, ncclInt8, TestOp::kSum, count * 3, nranks - 1, inPlace == 1});
+      cases.push_back({CollOp::kReduceScatter, ncclFloat32, TestOp::kSum, count / 4, 0, inPlace == 1});
+      cases.push_back({CollOp::kAllReduce, ncclInt32, TestOp::kMax, 100, 0, inPlace == 1});
+      cases.push_back({CollOp::kAllReduce, ncclFloat64, TestOp::kAvg, count / 2 + 1, 0, inPlace == 1});
+    }
+  runCases(RankMode::kThreads, nranks, cases);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, Direct,
+                         ::testing::Values(DirectParam{2, 1}, DirectParam{3, 2}, DirectParam{5, 1}, DirectParam{8, 1}),
+                         [](const ::testing::TestParamInfo<DirectParam>& p) {
+                           return std::to_string(std::get<0>(p.param)) + "ranks_" +
+                                  std::to_string(std::get<1>(p.param)) + "ch";
+                         });
+
 }  // namespace
 }  // namespace weft::test

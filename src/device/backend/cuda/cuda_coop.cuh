@@ -28,6 +28,8 @@ class CudaCoop {
   static constexpr bool kHasOneShot = false;
   // LL (prims_ll.h, 16-byte lines): ring and tree kernels under LL too.
   static constexpr bool kHasLL = true;
+  // No direct mode yet: kernels would need peers' buffers mapped (registration).
+  static constexpr bool kHasDirect = false;
   // scratch: at least 2 ints of the block's shared memory. report: this
   // block's report in host-mapped memory (null: none); timeoutNs 0: no timeout.
   // Host-callable too: the host pass of this class (one thread, a host

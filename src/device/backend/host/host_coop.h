@@ -45,6 +45,8 @@ class HostCoop {
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = true;
   static constexpr bool kHasLL = true;
+  // Ring calls in direct mode (ranks as threads: peers' user buffers are addressable).
+  static constexpr bool kHasDirect = true;
   static constexpr int threadRank() { return 0; }
   static constexpr int size() { return 1; }
   static constexpr bool leader() { return true; }
