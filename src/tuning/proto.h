@@ -39,10 +39,12 @@ class ProtoFilter {
 // LL's cost per byte is several times Simple's (half of each line is flag,
 // every element passes through registers once per peer, every pack is
 // polled), its gain one hand-off less per step. Measured on the host
-// backend (bench/ll_crossover.sh, docs/performance.md): LL ahead of Simple
-// for AllReduce up to these sizes (all ranks' bytes), 2 and 4 ranks.
-constexpr int64_t kLLMaxBytesRing = 16 << 10;
-constexpr int64_t kLLMaxBytesOneShot = 16 << 10;
+// backend (weft-perf allreduce, NCCL_PROTO=LL against Simple, 2 ranks as
+// threads, docs/performance.md): LL level with or ahead of Simple up to
+// 128 B, behind from 512 B (1.1x) and 2 KiB (1.7x). Sizes are all ranks'
+// bytes.
+constexpr int64_t kLLMaxBytesRing = 256;
+constexpr int64_t kLLMaxBytesOneShot = 256;
 
 // Smallest ring AllReduce, AllGather or Broadcast (all ranks' bytes) that
 // runs in direct mode when every rank is a thread of one process: below it
