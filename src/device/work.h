@@ -101,9 +101,8 @@ struct CollWork {
   DataType dtype;
   RedOpKind op;
   uint8_t scalarIsPointer;  // PreMulSum: scalar read through scalarPtr at run time
-  uint8_t direct;           // 1: ring verbs write into the peers' user buffers where a link allows (prims_simple.h)
-  uint8_t pad;
-  int32_t root;  // rank, for Broadcast and Reduce
+  uint16_t direct;          // 1: ring verbs write into the peers' user buffers where a link allows (direct mode)
+  int32_t root;             // rank, for Broadcast and Reduce
   const void* sendbuff;
   void* recvbuff;
   uint64_t count;
