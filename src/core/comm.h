@@ -151,6 +151,8 @@ struct Comm {
   std::atomic<uint32_t> peerFailed{0};
   std::atomic<bool> failureReported{false};  // this rank told its peers already
   uint64_t launchCount = 0;                  // launches so far (proxy operation ids)
+  uint64_t collSeq = 0;                      // collectives launched so far (call signatures)
+  bool checkCalls = true;                    // WEFT_CHECK_CALLS
   std::unique_ptr<CudaState> cuda;
   // Held while operations run; abort takes it to wait them out. Biased to
   // the calling thread: a repeat runs without taking it (exec_lock.h).

@@ -26,6 +26,8 @@ PlanInputs planInputs(const Comm& comm) {
   in.treesAvailable = comm.treeDepth > 0;
   in.oneShotAvailable = comm.backend == weftBackendHost;
   in.oversubscribed = comm.oversubscribed;
+  in.checkCalls = comm.checkCalls;
+  in.firstSeq = comm.collSeq;
   return in;
 }
 
@@ -45,17 +47,20 @@ bool sameShape(const CollTask& a, const CollTask& b) {
 // depends only on the task's shape and on inputs fixed at init.
 Status planLaunch(Comm* comm) {
   const bool single = comm->collTasks.size() == 1 && comm->p2pTasks.empty();
+  const PlanInputs in = planInputs(*comm);
+  comm->collSeq += comm->collTasks.size();
   if (single && comm->planReusable && sameShape(comm->collTasks[0], comm->plannedTask)) {
     const CollTask& task = comm->collTasks[0];
     for (auto& items : comm->plan.channels)
       for (device::WorkItem& item : items) {
         item.coll.sendbuff = task.sendbuff;
         item.coll.recvbuff = task.recvbuff;
+        item.coll.seq = static_cast<uint32_t>(in.firstSeq);
       }
     return okStatus();
   }
   comm->planReusable = false;
-  WEFT_RETURN_IF_ERROR(planTasks(planInputs(*comm), comm->collTasks, comm->p2pTasks, &comm->plan));
+  WEFT_RETURN_IF_ERROR(planTasks(in, comm->collTasks, comm->p2pTasks, &comm->plan));
   if (single) {
     comm->plannedTask = comm->collTasks[0];
     comm->planReusable = true;
@@ -312,9 +317,11 @@ bool repeatable(const Comm& comm) {
 
 void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status) {
   std::vector<device::WorkItem>& items = comm->plan.channels[static_cast<size_t>(comm->repeatChannel)];
+  const uint64_t seq = comm->collSeq++;
   for (device::WorkItem& item : items) {  // the plan's other channels are empty
     item.coll.sendbuff = sendbuff;
     item.coll.recvbuff = recvbuff;
+    item.coll.seq = static_cast<uint32_t>(seq);
   }
   const device::WaitFailureInfo failure =
       device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),

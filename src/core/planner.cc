@@ -88,13 +88,14 @@ uint64_t treeChunk(const PlanInputs& in, const device::CollWork& work) {
   return std::max<uint64_t>(work.alignElems, std::min<uint64_t>(work.chunkElems, wanted));
 }
 
-void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
+void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* plan) {
   const uint64_t elemSize = isDataOnly(task.func) ? 1 : typeSize(task.dtype);
   device::CollWork work = baseWork(in, task, elemSize);
   if (work.count == 0) return;
   int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
   if (task.func != Func::kReduce) chooseAlgo(in, totalBytes, &work);
+  work.seq = static_cast<uint32_t>(seq);
   const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {
@@ -105,6 +106,7 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
     if (work.algo == device::Algo::kTree) work.chunkElems = treeChunk(in, work);
     device::WorkItem item{};
     item.kind = device::WorkItem::Kind::kColl;
+    item.checkCalls = in.checkCalls ? 1 : 0;
     item.coll = work;
     plan->channels[static_cast<size_t>(c)].push_back(item);
     if (work.algo == device::Algo::kOneShot &&
@@ -150,6 +152,7 @@ void planPeers(const PlanInputs& in, const std::vector<P2pTask>& p2ps, Plan* pla
     for (size_t i = 0; i < std::max(sends.size(), recvs.size()); ++i) {
       device::WorkItem item{};
       item.kind = device::WorkItem::Kind::kP2p;
+      item.checkCalls = in.checkCalls ? 1 : 0;
       P2pBinding binding{channel, plan->channels[static_cast<size_t>(channel)].size(), -1, -1};
       if (i < sends.size()) {
         item.p2p.sendbuff = static_cast<const char*>(sends[i]->sendbuff);
@@ -181,9 +184,10 @@ void Plan::reset(int nChannels) {
 Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,
                  Plan* plan) {
   plan->reset(in.channels);
+  uint64_t seq = in.firstSeq;
   for (const CollTask& task : colls) {
     beginBatch(plan, keyOf(task));
-    planColl(in, task, plan);
+    planColl(in, task, seq++, plan);
     endBatch(plan);
   }
   if (!p2ps.empty()) {

@@ -25,6 +25,10 @@ struct PlanInputs {
   bool treesAvailable = false;    // the backend runs trees and the channels have them
   bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
   bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
+  // Call signatures (device/signature.h): off with WEFT_CHECK_CALLS=0. The
+  // collectives planned get sequence numbers firstSeq, firstSeq + 1, ...
+  bool checkCalls = true;
+  uint64_t firstSeq = 0;
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.

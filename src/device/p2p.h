@@ -30,11 +30,20 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
   const int64_t recvBytes = hasRecv ? static_cast<int64_t>(work.recvBytes) : 0;
   int64_t sent = 0;
   int64_t received = 0;
+  // Steps carry the send's size; the receiver expects its own, which the
+  // call signature holds (device/signature.h).
+  const CallSignature ours = coop.callSignature();
+  const uint64_t word = ours.word;
   while (sent < sendBytes || received < recvBytes) {
     int readyMask = 0;
     auto anyReady = [&] {
       readyMask =
           (sent < sendBytes && fifoCanProduce(send) ? 1 : 0) | (received < recvBytes && fifoCanConsume(recv) ? 2 : 0);
+      if ((readyMask & 2) != 0 && word != 0) {
+        const CallSignature theirs = fifoSignature(recv);
+        if (theirs.word != 0 && (theirs.word != word || theirs.count != ours.count))
+          coop.recordMismatch(WaitSite{recv.peer, 0, channel}, theirs);
+      }
       return readyMask != 0;
     };
     auto culprit = [&] {
@@ -49,6 +58,7 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
       coop.sync();
       if (coop.leader()) {
         coop.publishFence();
+        if (word != 0) fifoSign(send, CallSignature{word, static_cast<uint64_t>(sendBytes)});
         fifoPublish(send, n);
       } else {
         send.step += 1;

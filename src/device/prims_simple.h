@@ -106,7 +106,19 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       if (!fifoCanConsume(recv_[i])) return false;
     for (int i = 0; i < kMaxSend && i < ns; ++i)
       if (!fifoCanProduce(send_[i])) return false;
+    if (nr > 0 && coop_.callSignature().word != 0) checkSignatures(nr);
     return true;
+  }
+
+  // Every step received must belong to this call (device/signature.h); a
+  // step of another call is recorded on the team, whose wait then fails.
+  WEFT_HD void checkSignatures(int nr) {
+    const CallSignature& ours = coop_.callSignature();
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) {
+      const CallSignature theirs = fifoSignature(recv_[i]);
+      if (theirs.word != 0 && (theirs.word != ours.word || theirs.count != ours.count))
+        coop_.recordMismatch(WaitSite{recv_[i].peer, 0, channel_}, theirs);
+    }
   }
 
   // The first peer not ready: whom a timeout blames.
@@ -153,7 +165,11 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void advance(int nr, int ns, int64_t bytes, bool publish) {
     if (publish && coop_.leader()) {
       coop_.publishFence();
-      for (int i = 0; i < kMaxSend && i < ns; ++i) fifoPublish(send_[i], bytes);
+      const CallSignature& sig = coop_.callSignature();
+      for (int i = 0; i < kMaxSend && i < ns; ++i) {
+        if (sig.word != 0) fifoSign(send_[i], sig);
+        fifoPublish(send_[i], bytes);
+      }
       for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(recv_[i]);
       return;
     }

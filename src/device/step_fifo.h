@@ -18,6 +18,7 @@
 
 #include "device/atomics.h"
 #include "device/portable.h"
+#include "device/signature.h"
 
 namespace weft::device {
 
@@ -33,6 +34,9 @@ struct FifoControl {
   // kernel does not need them (both ends compute sizes identically); the
   // proxy does, to post network sends of the right length.
   alignas(128) int64_t sizes[kFifoSteps];
+  // The call each step belongs to (device/signature.h), written with the
+  // data; all zero until a checking producer writes them.
+  alignas(128) uint64_t sigs[kFifoSteps][2];
 };
 
 // One side's handle on a connection: plain pointers valid in the address
@@ -43,6 +47,7 @@ struct FifoEnd {
   uint64_t* tail;
   uint64_t* head;
   int64_t* sizes;
+  uint64_t* sigs;  // kFifoSteps pairs (word, count)
   int64_t stepBytes;
   uint64_t step;  // producer: steps published; consumer: steps consumed
   // The other side's counter as this side last read it (producer: head,
@@ -83,12 +88,27 @@ WEFT_HD void fifoPublish(FifoEnd& end, int64_t bytes) {
   storeRelease(end.tail, end.step);
 }
 
+// The signature of the step about to be published (before fifoPublish,
+// whose release makes it visible with the data).
+WEFT_HD void fifoSign(FifoEnd& end, const CallSignature& sig) {
+  uint64_t* at = end.sigs + 2 * (end.step % kFifoSteps);
+  storeRelaxed(&at[0], sig.word);
+  storeRelaxed(&at[1], sig.count);
+}
+
 // Consumer side -------------------------------------------------------------
 
 WEFT_HD bool fifoCanConsume(FifoEnd& end) {
   if (end.seen > end.step) return true;
   end.seen = loadAcquire(end.tail);
   return end.seen > end.step;
+}
+
+// The signature of the step about to be consumed (after fifoCanConsume's
+// acquire); word 0 when the producer did not sign it.
+WEFT_HD CallSignature fifoSignature(const FifoEnd& end) {
+  const uint64_t* at = end.sigs + 2 * (end.step % kFifoSteps);
+  return CallSignature{loadRelaxed(&at[0]), loadRelaxed(&at[1])};
 }
 
 WEFT_HD int64_t fifoSlotBytes(const FifoEnd& end) { return loadRelaxed(&end.sizes[end.step % kFifoSteps]); }

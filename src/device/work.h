@@ -103,6 +103,7 @@ struct CollWork {
   uint8_t scalarIsPointer;  // PreMulSum: scalar read through scalarPtr at run time
   uint16_t pad;
   int32_t root;  // rank, for Broadcast and Reduce
+  uint32_t seq;  // the communicator's collective count at this call (call signatures)
   const void* sendbuff;
   void* recvbuff;
   uint64_t count;
@@ -130,8 +131,25 @@ struct P2pWork {
 struct WorkItem {
   enum class Kind : uint8_t { kColl, kP2p };
   Kind kind;
-  CollWork coll;  // kColl
-  P2pWork p2p;    // kP2p
+  uint8_t checkCalls;  // steps carry and check call signatures (WEFT_CHECK_CALLS)
+  CollWork coll;       // kColl
+  P2pWork p2p;         // kP2p
 };
+
+// What this rank's steps of `item` carry and expect (device/signature.h):
+// the collective's own fields, so nothing is stored twice; for send/recv,
+// the receive's size (a send signs its own size).
+WEFT_HD CallSignature itemSignature(const WorkItem& item) {
+  if (!item.checkCalls) return CallSignature{0, 0};
+  if (item.kind == WorkItem::Kind::kP2p)
+    return CallSignature{packCallWord({static_cast<int>(Func::kSendRecv), 0, 0, 0, -1, 0}), item.p2p.recvBytes};
+  const CollWork& w = item.coll;
+  const bool rooted = w.func == Func::kBroadcast || w.func == Func::kReduce;
+  const bool reducing = w.func != Func::kAllGather && w.func != Func::kBroadcast;
+  return CallSignature{
+      packCallWord({static_cast<int>(w.func), static_cast<int>(w.dtype), reducing ? static_cast<int>(w.op) : 0,
+                    static_cast<int>(w.algo), rooted ? w.root : -1, w.seq}),
+      w.count};
+}
 
 }  // namespace weft::device
