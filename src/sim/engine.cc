@@ -53,6 +53,7 @@ class Runner {
         return result;
       }
       result.finishUs = std::max(result.finishUs, actors_[a].time);
+      result.actorFinishUs.push_back(actors_[a].time);
     }
     result.ok = true;
     return result;

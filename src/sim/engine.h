@@ -57,9 +57,10 @@ class Schedule {
 
 struct RunResult {
   bool ok = false;
-  std::string error;       // a deadlock: which actor waits and on what
-  double finishUs = 0;     // the last actor's end
-  int64_t operations = 0;  // operations executed
+  std::string error;                  // a deadlock: which actor waits and on what
+  double finishUs = 0;                // the last actor's end
+  std::vector<double> actorFinishUs;  // each actor's end
+  int64_t operations = 0;             // operations executed
 };
 
 // Runs `schedule` to its end; usPerReduceByte prices reduceBytes.

@@ -231,6 +231,11 @@ double torusClosedForm(double s, int rows, int cols, const SeedTerms& t) {
          (n - 1) * s / n * g;
 }
 
+double seedTreeBound(double s, int nranks, double k, const SeedTerms& t) {
+  const double h = std::max(1, ceilLog2(nranks));
+  return (2 * h + 2 * k) * (2 * t.alphaUs + s / (k * t.bytesPerUs) + s / (2 * k) * t.usPerByteReduce);
+}
+
 double seedTreeChunks(double bytes, int nranks, const SeedTerms& t) {
   const double h = std::max(1, ceilLog2(nranks));
   return std::max(1.0, std::sqrt(bytes * h / (2 * t.alphaUs * t.bytesPerUs)));
@@ -243,12 +248,7 @@ double seedClosedForm(ModelAlgo algo, double s, int nranks, int groupSize, const
     case ModelAlgo::kRing: return (nn - 1) * (2 * a + 2 * s / (nn * b) + s / nn * g);
     case ModelAlgo::kButterfly: return std::log2(nn) * (a + s / b + s * g);
     case ModelAlgo::kHalvingDoubling: return 2 * std::log2(nn) * a + 2 * (nn - 1) / nn * s / b + (nn - 1) / nn * s * g;
-    case ModelAlgo::kTree: {
-      // (2h + 2k)(2 alpha + 2 S/(2kB) + S/(2k) C), k chunks per tree.
-      const double h = std::max(1, ceilLog2(nranks));
-      const double k = seedTreeChunks(s, nranks, t);
-      return (2 * h + 2 * k) * (2 * a + s / (k * b) + s / (2 * k) * g);
-    }
+    case ModelAlgo::kTree: return seedTreeBound(s, nranks, seedTreeChunks(s, nranks, t), t);
     case ModelAlgo::kHierarchicalRing:
     case ModelAlgo::kTorus2D: {
       const double n = groupSize, m = nn / groupSize;

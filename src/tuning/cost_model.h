@@ -103,6 +103,10 @@ double seedClosedForm(ModelAlgo algo, double bytes, int nranks, int groupSize, c
 // (the survey's formula, above, prices it at S). m rows, n columns.
 double torusClosedForm(double bytes, int rows, int cols, const SeedTerms& terms);
 
+// The double binary tree's bound with `chunks` chunks per tree:
+// (2h + 2k)(2 alpha + S/(kB) + S/(2k) C), h = ceil(log2 N).
+double seedTreeBound(double bytes, int nranks, double chunks, const SeedTerms& terms);
+
 // The double binary tree's chunk count that minimises its bound: k =
 // sqrt(S h / (2 alpha B)), h = ceil(log2 N), at least 1.
 double seedTreeChunks(double bytes, int nranks, const SeedTerms& terms);
