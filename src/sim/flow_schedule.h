@@ -30,6 +30,10 @@ class FlowSchedule : public Schedule {
   }
 
  protected:
+  void reserveConnections(size_t n) {
+    conns_.reserve(n);
+    flows_.reserve(n);
+  }
   int32_t addConnection(int fromActor, int toActor, const Flow& flow, int window) {
     Connection c;
     c.fromActor = fromActor;

@@ -10,9 +10,15 @@ constexpr double kBytesPerUsPerGBs = 1e3;
 }  // namespace
 
 Network::Network(const ClusterShape& shape, const tuning::LinkFigures& links)
-    : shape_(shape), links_(links), nics_(std::max(1, links.nicsPerNode)) {
-  const int64_t ports = 2 * static_cast<int64_t>(shape.nranks()) + 2 * static_cast<int64_t>(shape.nodes) * nics_;
-  users_.assign(static_cast<size_t>(ports * kMaxPhases), 0);
+    : shape_(shape),
+      links_(links),
+      nics_(std::max(1, links.nicsPerNode)),
+      ports_(2 * shape.nranks() + 2 * shape.nodes * nics_),
+      users_(kMaxPhases) {}
+
+int32_t Network::users(int port, int phase) const {
+  const std::vector<int32_t>& table = users_[static_cast<size_t>(phase)];
+  return table.empty() ? 0 : table[static_cast<size_t>(port)];
 }
 
 int Network::egressPort(const Flow& f) const {
@@ -29,17 +35,18 @@ int Network::ingressPort(const Flow& f) const {
 
 void Network::count(const std::vector<Flow>& flows, int copies) {
   for (const Flow& f : flows) {
-    users_[static_cast<size_t>(index(egressPort(f), f.phase))] += copies;
-    users_[static_cast<size_t>(index(ingressPort(f), f.phase))] += copies;
+    std::vector<int32_t>& table = users_[static_cast<size_t>(f.phase)];
+    if (table.empty()) table.assign(static_cast<size_t>(ports_), 0);
+    table[static_cast<size_t>(egressPort(f))] += copies;
+    table[static_cast<size_t>(ingressPort(f))] += copies;
   }
 }
 
 Network::Cost Network::cost(const Flow& f) const {
   const bool intra = sameNode(f.fromRank, f.toRank);
   const double portGBs = intra ? links_.intraGBs : links_.interGBs;
-  const int users = std::max({1, users_[static_cast<size_t>(index(egressPort(f), f.phase))],
-                              users_[static_cast<size_t>(index(ingressPort(f), f.phase))]});
-  const double gbs = std::min(links_.intraGBs, portGBs / users);
+  const int sharing = std::max({1, users(egressPort(f), f.phase), users(ingressPort(f), f.phase)});
+  const double gbs = std::min(links_.intraGBs, portGBs / sharing);
   return Cost{intra ? links_.intraLatUs : links_.interLatUs, 1.0 / (gbs * kBytesPerUsPerGBs)};
 }
 

@@ -60,12 +60,15 @@ class Network {
   // egress and NIC ingress per node and rail.
   int egressPort(const Flow& f) const;
   int ingressPort(const Flow& f) const;
-  int64_t index(int port, int phase) const { return static_cast<int64_t>(port) * kMaxPhases + phase; }
+  int32_t users(int port, int phase) const;
 
   ClusterShape shape_;
   tuning::LinkFigures links_;
   int nics_;
-  std::vector<int32_t> users_;  // flows per (port, phase)
+  int ports_;
+  // Flows per port, one table per phase that has flows (most schedules
+  // use one or two of the kMaxPhases).
+  std::vector<std::vector<int32_t>> users_;
 };
 
 }  // namespace weft::sim

@@ -24,6 +24,7 @@ int phaseOf(int round) { return round < kMaxPhases - 1 ? round : kMaxPhases - 1;
 template <typename Add>
 static void foldAndExchange(int nranks, int pow2, int rounds, int window, Add add, std::vector<int32_t>* foldIn,
                             std::vector<int32_t>* foldOut, std::vector<int32_t>* exchange) {
+  exchange->reserve(static_cast<size_t>(rounds) * static_cast<size_t>(pow2));
   for (int e = pow2; e < nranks; ++e) {
     foldIn->push_back(add(e, e - pow2, 0, window));
     foldOut->push_back(add(e - pow2, e, phaseOf(rounds + 1), window));
@@ -39,6 +40,7 @@ ButterflySchedule::ButterflySchedule(int nranks, double bytes)
   auto add = [this](int from, int to, int phase, int window) {
     return addConnection(from, to, Flow{from, to, from, phase}, window);
   };
+  reserveConnections(static_cast<size_t>(rounds_) * pow2_ + 2 * static_cast<size_t>(nranks - pow2_));
   foldAndExchange(nranks_, pow2_, rounds_, 1, add, &foldIn_, &foldOut_, &exchange_);
 }
 
@@ -80,6 +82,7 @@ HalvingDoublingSchedule::HalvingDoublingSchedule(int nranks, double bytes)
   auto add = [this](int from, int to, int phase, int window) {
     return addConnection(from, to, Flow{from, to, from, phase}, window);
   };
+  reserveConnections(static_cast<size_t>(rounds_) * pow2_ + 2 * static_cast<size_t>(nranks - pow2_));
   foldAndExchange(nranks_, pow2_, rounds_, 2, add, &foldIn_, &foldOut_, &exchange_);
 }
 
@@ -128,6 +131,7 @@ TorusSchedule::TorusSchedule(int rows, int cols, double bytes, int actors, int r
     const int rail = from % ranksPerNode;
     return addConnection(from, to % actors_, Flow{from, to, rail, phase}, kWeftFifoSlots);
   };
+  reserveConnections(3 * static_cast<size_t>(actors_));
   for (int a = 0; a < actors_; ++a) {
     rowScatter_.push_back(add(a, rowNext(a), 0));
     column_.push_back(add(a, colNext(a), 1));

@@ -107,6 +107,7 @@ WeftTreeSchedule::WeftTreeSchedule(const graph::RankTree& tree, const ChannelSha
       upConn_(tree.up.size(), -1),
       downConn_(tree.up.size(), -1),
       cursors_(tree.up.size()) {
+  reserveConnections(2 * tree.up.size());
   for (size_t r = 0; r < tree.up.size(); ++r) {
     const int parent = tree.up[r];
     if (parent < 0) continue;
