@@ -11,6 +11,7 @@
 #include "sim/textbook.h"
 #include "sim/weft_schedules.h"
 #include "tuning/algo.h"
+#include "tuning/tuning.h"
 
 namespace weft::sim {
 namespace {
@@ -91,7 +92,10 @@ Result<Simulator> Simulator::create(const graph::Topology& host, const SimConfig
   int channels = config.plan.channels;
   if (channels <= 0) {
     const graph::RingSearch probe = graph::searchRings(host, 1);
-    channels = graph::channelBudget(host, probe, config.nodes, std::max(1, config.plan.minChannels), 32).channels;
+    // As the cuda backend sizes them: what the links need, at most its default maximum.
+    channels = graph::channelBudget(host, probe, config.nodes, std::max(1, config.plan.minChannels),
+                                    tuning::kCudaDefaultMaxChannels)
+                   .channels;
   }
   s.config_.plan.channels = std::max(1, channels);
   const graph::RingSearch search = graph::searchRings(host, s.config_.plan.channels);

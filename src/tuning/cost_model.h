@@ -35,8 +35,8 @@ enum class ModelAlgo : int {
 
 const char* modelAlgoName(ModelAlgo algo);  // "Ring", "Tree", "OneShot", "Butterfly", "HalvingDoubling", ...
 
-// Link figures. The planner fills them from the topology (src/sim/
-// topology_figures.h) or from measured costs; defaults are a GPU cluster's
+// Link figures. A caller fills them from the topology
+// (sim::figuresFromTopology) or from measured costs; defaults are a GPU cluster's
 // orders of magnitude (NVLink within a node, one 100 Gb/s-class NIC per node).
 struct LinkFigures {
   double intraLatUs = 1.0;   // alpha of one hop between ranks of a node
