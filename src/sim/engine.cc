@@ -72,14 +72,20 @@ class Runner {
     for (int i = 0; i < actor.op.nRecv; ++i) {
       const int32_t c = actor.op.recv[i];
       Link& l = links_[static_cast<size_t>(c)];
-      if (l.sent <= l.consumed) return l.receiverWaits = true, false;
+      if (l.sent <= l.consumed) {
+        l.receiverWaits = true;  // the sender wakes us when it writes
+        return false;
+      }
       t = std::max(t, arrive_[slot(c, l.consumed)]);
     }
     for (int i = 0; i < actor.op.nSend; ++i) {
       const int32_t c = actor.op.send[i];
       Link& l = links_[static_cast<size_t>(c)];
       const uint32_t w = static_cast<uint32_t>(window(c));
-      if (l.sent - l.consumed >= w) return l.senderWaits = true, false;
+      if (l.sent - l.consumed >= w) {
+        l.senderWaits = true;  // the receiver wakes us when it frees a slot
+        return false;
+      }
       if (l.sent >= w) t = std::max(t, freed_[slot(c, l.sent - w)]);
     }
     *start = t;
@@ -98,14 +104,20 @@ class Runner {
       arrive_[slot(c, l.sent)] = written + conn.latUs;
       ++l.sent;
       end = std::max(end, written);
-      if (l.receiverWaits) l.receiverWaits = false, work_.push_back(conn.toActor);
+      if (l.receiverWaits) {
+        l.receiverWaits = false;
+        work_.push_back(conn.toActor);
+      }
     }
     for (int i = 0; i < op.nRecv; ++i) {
       const int32_t c = op.recv[i];
       Link& l = links_[static_cast<size_t>(c)];
       freed_[slot(c, l.consumed)] = end;
       ++l.consumed;
-      if (l.senderWaits) l.senderWaits = false, work_.push_back(conns_[static_cast<size_t>(c)].fromActor);
+      if (l.senderWaits) {
+        l.senderWaits = false;
+        work_.push_back(conns_[static_cast<size_t>(c)].fromActor);
+      }
     }
     actor.time = end;
     ++operations_;

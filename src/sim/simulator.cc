@@ -38,8 +38,12 @@ struct Lane {
 };
 
 void addLane(std::vector<Lane>* lanes, uint64_t key, const std::function<std::unique_ptr<FlowSchedule>()>& make) {
-  for (Lane& l : *lanes)
-    if (l.key == key) return void(++l.copies);
+  for (Lane& l : *lanes) {
+    if (l.key == key) {
+      ++l.copies;
+      return;
+    }
+  }
   lanes->push_back(Lane{key, make(), 1});
 }
 
@@ -61,6 +65,12 @@ void runLanes(std::vector<Lane>& lanes, const ClusterShape& shape, const tuning:
     r->operations += run.operations;
   }
   r->ran = true;
+}
+
+SimResult refused(SimResult r, std::string why) {
+  r.ran = false;
+  r.note = std::move(why);
+  return r;
 }
 
 }  // namespace
@@ -126,8 +136,8 @@ SimResult Simulator::allReduce(ModelAlgo algo, int64_t bytes) const {
   r.bytes = bytes;
   const tuning::AlgoEstimate model = tuning::estimateAllReduce(algo, bytes, shape(), config_.links);
   r.modelUs = model.applies ? model.us : -1;
-  if (nranks() < 2) return r.note = "one rank: nothing to simulate", r;
-  if (bytes < config_.plan.elemSize) return r.note = "less than one element", r;
+  if (nranks() < 2) return refused(r, "one rank: nothing to simulate");
+  if (bytes < config_.plan.elemSize) return refused(r, "less than one element");
   switch (algo) {
     case ModelAlgo::kRing: return weftRing(bytes, r);
     case ModelAlgo::kTree: return weftTree(bytes, r);
@@ -176,7 +186,7 @@ SimResult Simulator::weftTree(int64_t bytes, SimResult r) const {
 SimResult Simulator::weftOneShot(int64_t bytes, SimResult r) const {
   r.weftSchedule = true;
   if (nodes() != 1 || nranks() > tuning::kOneShotMaxRanks)
-    return r.note = strFormat("one-shot runs on one node of 2 to %d ranks", tuning::kOneShotMaxRanks), r;
+    return refused(r, strFormat("one-shot runs on one node of 2 to %d ranks", tuning::kOneShotMaxRanks));
   const std::vector<ChannelShare> shares = planAllReduce(bytes, false, treeDepth(), config_.plan);
   std::vector<Lane> lanes;
   for (const ChannelShare& s : shares)
@@ -196,10 +206,10 @@ SimResult Simulator::textbook(ModelAlgo algo, int64_t bytes, SimResult r) const 
     const bool hier = algo == ModelAlgo::kHierarchicalRing;
     const int rows = !hier && config_.torusRows > 0 ? config_.torusRows : nodes();
     const int cols = !hier && config_.torusCols > 0 ? config_.torusCols : g;
-    if (rows < 2 || cols < 2) return r.note = strFormat("needs at least 2 x 2 (here %d x %d)", rows, cols), r;
-    if (rows * cols != k) return r.note = strFormat("%d x %d is not %d ranks", rows, cols, k), r;
+    if (rows < 2 || cols < 2) return refused(r, strFormat("needs at least 2 x 2 (here %d x %d)", rows, cols));
+    if (rows * cols != k) return refused(r, strFormat("%d x %d is not %d ranks", rows, cols, k));
     if (cols % g != 0 && g % cols != 0)
-      return r.note = strFormat("a row of %d ranks neither holds whole nodes of %d nor divides one", cols, g), r;
+      return refused(r, strFormat("a row of %d ranks neither holds whole nodes of %d nor divides one", cols, g));
     const double fullOps = static_cast<double>(k) * 4.0 * (cols + rows - 2);
     r.nodePeriodic = nodes() > 1 && (config_.mode == Mode::kNodePeriodic ||
                                      (config_.mode == Mode::kAuto && fullOps > config_.maxExactOperations));
@@ -207,7 +217,7 @@ SimResult Simulator::textbook(ModelAlgo algo, int64_t bytes, SimResult r) const 
     schedule = std::make_unique<TorusSchedule>(rows, cols, s, actors, g);
     r.note = strFormat("textbook %s, %d x %d", hier ? "hierarchical ring" : "2D torus", rows, cols);
   }
-  if (!schedule) return r.note = "no schedule for this algorithm", r;
+  if (!schedule) return refused(r, "no schedule for this algorithm");
   if (r.note.empty()) r.note = algo == ModelAlgo::kButterfly ? "textbook butterfly" : "textbook halving-doubling";
   std::vector<Lane> lanes;
   lanes.push_back(Lane{0, std::move(schedule), 1});

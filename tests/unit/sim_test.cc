@@ -40,7 +40,10 @@ class PingSchedule : public Schedule {
     ++done_[actor];
     op->bytes = 1000;
     if (actor == 0) op->send[op->nSend++] = 0;
-    if (actor == 1) op->recv[op->nRecv++] = 0, op->reduceBytes = 1000;
+    if (actor == 1) {
+      op->recv[op->nRecv++] = 0;
+      op->reduceBytes = 1000;
+    }
     return true;
   }
 
@@ -72,8 +75,10 @@ class StuckSchedule : public Schedule {
  public:
   StuckSchedule() {
     conns_.resize(2);
-    conns_[0].fromActor = 0, conns_[0].toActor = 1;
-    conns_[1].fromActor = 1, conns_[1].toActor = 0;
+    conns_[0].fromActor = 0;
+    conns_[0].toActor = 1;
+    conns_[1].fromActor = 1;
+    conns_[1].toActor = 0;
   }
   int actors() const override { return 2; }
   const std::vector<Connection>& connections() const override { return conns_; }
