@@ -298,6 +298,17 @@ TEST(Simulator, RefusesWhatItCannotRun) {
   EXPECT_FALSE(none.ok());
 }
 
+TEST(Simulator, LinkFiguresComeFromTheTopology) {
+  tuning::LinkFigures base;
+  base.intraLatUs = 0.7;
+  const tuning::LinkFigures f = figuresFromTopology(graph::syntheticTopology(4, 6.0, 3.0), base);
+  EXPECT_DOUBLE_EQ(f.interGBs, 3.0);  // the NET's port speed
+  EXPECT_EQ(f.nicsPerNode, 1);
+  EXPECT_GT(f.intraGBs, 0);
+  EXPECT_NE(f.intraGBs, base.intraGBs);  // what the searched rings carry, not the default
+  EXPECT_DOUBLE_EQ(f.intraLatUs, 0.7);   // latencies are kept
+}
+
 TEST(Simulator, NonPowersOfTwoFoldInAndOut) {
   // 12 ranks: 8 exchange, ranks 8..11 fold into 0..3 first and get the
   // result last. Critical path (hop = alpha + write w, r = combine): fold in
