@@ -123,22 +123,25 @@ Status parseTorus(const char* text, SimConfig* config) {
   return weft::okStatus();
 }
 
-// One flag with its value; false when the flag is not known.
-Result<bool> parseFlag(const std::string& flag, const char* value, Options* o) {
-  weft::tuning::LinkFigures& l = o->config.links;
-  auto number = [&](double min) { return parseNumber(flag.c_str(), value, min); };
+Result<int> parseCount(const char* flag, const char* text) {
+  WEFT_ASSIGN_OR_RETURN(double v, parseNumber(flag, text, 1));
+  if (v != static_cast<double>(static_cast<int>(v)))
+    return errorStatus(ncclInvalidArgument, "%s %s: expected a whole number", flag, text);
+  return static_cast<int>(v);
+}
+
+// The cluster's shape and what to simulate; false when the flag is not one of them.
+Result<bool> parseShapeFlag(const std::string& flag, const char* value, Options* o) {
+  const char* f = flag.c_str();
   if (flag == "--nodes") {
-    WEFT_ASSIGN_OR_RETURN(double v, number(1));
-    o->config.nodes = static_cast<int>(v);
+    WEFT_ASSIGN_OR_RETURN(o->config.nodes, parseCount(f, value));
   } else if (flag == "--gpus-per-node") {
-    WEFT_ASSIGN_OR_RETURN(double v, number(1));
-    o->gpusPerNode = static_cast<int>(v);
+    WEFT_ASSIGN_OR_RETURN(o->gpusPerNode, parseCount(f, value));
   } else if (flag == "--ranks") {
-    WEFT_ASSIGN_OR_RETURN(double v, number(1));
-    o->ranks = static_cast<int>(v);
-  } else if (flag == "--topo-file")
+    WEFT_ASSIGN_OR_RETURN(o->ranks, parseCount(f, value));
+  } else if (flag == "--topo-file") {
     o->topoFile = value;
-  else if (flag == "--algos") {
+  } else if (flag == "--algos") {
     WEFT_ASSIGN_OR_RETURN(o->algos, parseAlgos(value));
   } else if (flag == "--sizes") {
     o->sizes.clear();
@@ -146,44 +149,69 @@ Result<bool> parseFlag(const std::string& flag, const char* value, Options* o) {
       WEFT_ASSIGN_OR_RETURN(int64_t b, parseBytes(s));
       o->sizes.push_back(b);
     }
-  } else if (flag == "--intra-lat-us") {
-    WEFT_ASSIGN_OR_RETURN(l.intraLatUs, number(0));
-  } else if (flag == "--intra-gbs") {
-    WEFT_ASSIGN_OR_RETURN(l.intraGBs, number(1e-6));
-    o->linksGiven[0] = true;
-  } else if (flag == "--inter-lat-us") {
-    WEFT_ASSIGN_OR_RETURN(l.interLatUs, number(0));
-  } else if (flag == "--inter-gbs") {
-    WEFT_ASSIGN_OR_RETURN(l.interGBs, number(1e-6));
-    o->linksGiven[1] = true;
-  } else if (flag == "--nics") {
-    WEFT_ASSIGN_OR_RETURN(double v, number(1));
-    l.nicsPerNode = static_cast<int>(v);
-    o->linksGiven[2] = true;
-  } else if (flag == "--reduce-gbs") {
-    WEFT_ASSIGN_OR_RETURN(l.reduceGBs, number(1e-6));
-  } else if (flag == "--channels") {
-    WEFT_ASSIGN_OR_RETURN(double v, number(1));
-    o->config.plan.channels = static_cast<int>(v);
-  } else if (flag == "--min-channels") {
-    WEFT_ASSIGN_OR_RETURN(double v, number(1));
-    o->config.plan.minChannels = static_cast<int>(v);
-  } else if (flag == "--buffsize") {
-    WEFT_ASSIGN_OR_RETURN(int64_t b, parseBytes(value));
-    o->config.plan.stepBytes = b / 8;
-  } else if (flag == "--chunk-steps") {
-    WEFT_ASSIGN_OR_RETURN(double v, number(1));
-    o->config.plan.chunkSteps = static_cast<int>(v);
   } else if (flag == "--torus") {
     WEFT_RETURN_IF_ERROR(parseTorus(value, &o->config));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Link figures; false when the flag is not one of them.
+Result<bool> parseLinkFlag(const std::string& flag, const char* value, Options* o) {
+  weft::tuning::LinkFigures& l = o->config.links;
+  const char* f = flag.c_str();
+  if (flag == "--intra-lat-us") {
+    WEFT_ASSIGN_OR_RETURN(l.intraLatUs, parseNumber(f, value, 0));
+  } else if (flag == "--intra-gbs") {
+    WEFT_ASSIGN_OR_RETURN(l.intraGBs, parseNumber(f, value, 1e-6));
+    o->linksGiven[0] = true;
+  } else if (flag == "--inter-lat-us") {
+    WEFT_ASSIGN_OR_RETURN(l.interLatUs, parseNumber(f, value, 0));
+  } else if (flag == "--inter-gbs") {
+    WEFT_ASSIGN_OR_RETURN(l.interGBs, parseNumber(f, value, 1e-6));
+    o->linksGiven[1] = true;
+  } else if (flag == "--nics") {
+    WEFT_ASSIGN_OR_RETURN(l.nicsPerNode, parseCount(f, value));
+    o->linksGiven[2] = true;
+  } else if (flag == "--reduce-gbs") {
+    WEFT_ASSIGN_OR_RETURN(l.reduceGBs, parseNumber(f, value, 1e-6));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Weft's planning knobs and the simulation mode; false when the flag is not one of them.
+Result<bool> parsePlanFlag(const std::string& flag, const char* value, Options* o) {
+  const char* f = flag.c_str();
+  if (flag == "--channels") {
+    WEFT_ASSIGN_OR_RETURN(o->config.plan.channels, parseCount(f, value));
+  } else if (flag == "--min-channels") {
+    WEFT_ASSIGN_OR_RETURN(o->config.plan.minChannels, parseCount(f, value));
+  } else if (flag == "--buffsize") {
+    WEFT_ASSIGN_OR_RETURN(int64_t b, parseBytes(value));
+    o->config.plan.stepBytes = b / 8;  // NCCL_BUFFSIZE spans the FIFO's 8 steps
+  } else if (flag == "--chunk-steps") {
+    WEFT_ASSIGN_OR_RETURN(o->config.plan.chunkSteps, parseCount(f, value));
   } else if (flag == "--mode") {
     const std::string m = value;
     if (m != "auto" && m != "exact" && m != "periodic")
       return errorStatus(ncclInvalidArgument, "--mode %s: expected auto, exact or periodic", value);
     o->config.mode = m == "exact" ? Mode::kExact : m == "periodic" ? Mode::kNodePeriodic : Mode::kAuto;
-  } else
+  } else {
     return false;
+  }
   return true;
+}
+
+// One flag with its value; false when the flag is not known.
+Result<bool> parseFlag(const std::string& flag, const char* value, Options* o) {
+  WEFT_ASSIGN_OR_RETURN(bool shape, parseShapeFlag(flag, value, o));
+  if (shape) return true;
+  WEFT_ASSIGN_OR_RETURN(bool link, parseLinkFlag(flag, value, o));
+  if (link) return true;
+  return parsePlanFlag(flag, value, o);
 }
 
 Result<weft::graph::Topology> hostTopology(const Options& o) {

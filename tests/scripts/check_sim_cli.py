@@ -43,7 +43,8 @@ topo = json.loads(run("--topo-file", f"{fixtures}/nvswitch8.xml", "--nodes", "2"
 assert topo["ranksPerNode"] == 8 and topo["links"]["nics"] == 8, topo
 
 for bad, word in ((["--algos", "spiral"], "spiral"), (["--sizes", "12Q"], "12Q"), (["--torus", "4by4"], "4by4"),
-                  (["--ranks", "10", "--gpus-per-node", "4"], "--ranks 10"), (["--mode", "fast"], "fast")):
+                  (["--ranks", "10", "--gpus-per-node", "4"], "--ranks 10"), (["--mode", "fast"], "fast"),
+                  (["--nodes", "1.5"], "whole number")):
     err = run(*bad, ok=False).stderr
     assert word in err, (bad, err)
 print("weft-sim CLI OK")
