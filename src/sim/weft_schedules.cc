@@ -158,32 +158,42 @@ bool WeftTreeSchedule::next(int actor, Op* op) {
 WeftOneShotSchedule::WeftOneShotSchedule(int nranks, const ChannelShare& share, const PlanParams& params)
     : nranks_(nranks),
       bytes_(static_cast<double>(share.count) * params.elemSize),
+      chunkBytes_(static_cast<double>(share.chunkElems) * params.elemSize),
       stepBytes_(static_cast<double>(params.stepBytes)),
       conn_(static_cast<size_t>(nranks) * nranks, -1),
-      done_(static_cast<size_t>(nranks), 0),
-      sent_(static_cast<size_t>(nranks), 0) {
+      cursors_(static_cast<size_t>(nranks)) {
   for (int from = 0; from < nranks; ++from)
     for (int to = 0; to < nranks; ++to)
-      if (from != to) conn_[static_cast<size_t>(from) * nranks + to] = addConnection(from, to, Flow{from, to, 0, 0}, 1);
+      if (from != to)
+        conn_[static_cast<size_t>(from) * nranks + to] = addConnection(from, to, Flow{from, to, 0, 0}, kWeftFifoSlots);
 }
 
+// Per chunk: send (fan-out to every peer), then recvReduceCopyInOrder
+// (fan-in from every peer), each one operation per FIFO step.
 bool WeftOneShotSchedule::next(int actor, Op* op) {
   const size_t a = static_cast<size_t>(actor);
-  if (done_[a] >= bytes_) return false;
-  op->bytes = std::min(stepBytes_, bytes_ - done_[a]);
-  for (int peer = 0; peer < nranks_; ++peer) {
-    if (peer == actor) continue;
-    if (!sent_[a])
-      addSend(op, conn_[a * nranks_ + static_cast<size_t>(peer)]);
-    else
-      addRecv(op, conn_[static_cast<size_t>(peer) * nranks_ + a]);
+  Cursor& c = cursors_[a];
+  while (true) {
+    if (c.base >= bytes_) return false;
+    const double len = std::min(chunkBytes_, bytes_ - c.base);
+    if (c.offset >= len) {
+      if (c.combining) c.base += chunkBytes_;
+      c.combining = !c.combining;
+      c.offset = 0;
+      continue;
+    }
+    op->bytes = std::min(stepBytes_, len - c.offset);
+    c.offset += op->bytes;
+    for (int peer = 0; peer < nranks_; ++peer) {
+      if (peer == actor) continue;
+      if (!c.combining)
+        addSend(op, conn_[a * nranks_ + static_cast<size_t>(peer)]);
+      else
+        addRecv(op, conn_[static_cast<size_t>(peer) * nranks_ + a]);
+    }
+    if (c.combining) op->reduceBytes = op->bytes * (nranks_ - 1);
+    return true;
   }
-  if (sent_[a]) {
-    op->reduceBytes = op->bytes * (nranks_ - 1);
-    done_[a] += op->bytes;
-  }
-  sent_[a] = !sent_[a];
-  return true;
 }
 
 }  // namespace weft::sim

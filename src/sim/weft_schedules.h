@@ -72,9 +72,9 @@ class WeftTreeSchedule : public FlowSchedule {
   std::vector<Cursor> cursors_;
 };
 
-// One channel's one-shot AllReduce on one node (device/oneshot.h): per FIFO
-// step every rank writes its data to every peer, then combines what the
-// peers wrote.
+// One channel's one-shot AllReduce on one node (device/oneshot.h): per
+// chunk every rank writes its data to every peer (a send per FIFO step),
+// then combines what the peers wrote (a receive per FIFO step).
 class WeftOneShotSchedule : public FlowSchedule {
  public:
   WeftOneShotSchedule(int nranks, const ChannelShare& share, const PlanParams& params);
@@ -82,12 +82,17 @@ class WeftOneShotSchedule : public FlowSchedule {
   bool next(int actor, Op* op) override;
 
  private:
+  struct Cursor {
+    double base = 0;    // the chunk's first byte
+    double offset = 0;  // bytes of the chunk sent or combined so far
+    bool combining = false;
+  };
   int nranks_;
   double bytes_;
+  double chunkBytes_;
   double stepBytes_;
   std::vector<int32_t> conn_;  // from * nranks + to
-  std::vector<double> done_;   // bytes handled per rank
-  std::vector<char> sent_;     // the current step was written, awaiting its peers
+  std::vector<Cursor> cursors_;
 };
 
 }  // namespace weft::sim

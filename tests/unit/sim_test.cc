@@ -4,6 +4,7 @@
 // tree's small-message advantage over the ring at 24,576 GPUs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -296,6 +297,21 @@ TEST(Simulator, RefusesWhatItCannotRun) {
   noNodes.nodes = 0;
   auto none = Simulator::create(graph::syntheticTopology(4), noNodes);
   EXPECT_FALSE(none.ok());
+}
+
+TEST(Simulator, OneShotIsOneHandOffPerChunk) {
+  // One node of 3: each rank writes 1 KiB to both peers (sharing its link:
+  // 2 w), the last write lands alpha later, then it combines 2 inputs.
+  SimConfig c = uniform(1);
+  const Simulator s = make(3, c);
+  const double w = 1024 / (kGBs * 1e3), r = 1024 * kTerms.usPerByteReduce;
+  EXPECT_NEAR(simulated(s, ModelAlgo::kOneShot, 1024), 2 * w + kAlpha + 2 * r, 1e-9);
+  // 1 MiB in 512 KiB steps, 4 to a chunk: one chunk, two sends then two
+  // combines. The sends end at 4 ws (two steps to two peers); the first
+  // combine starts then (its data came at 2 ws + alpha), the second when
+  // both the first combine (2 rs) and its data (alpha after the sends) allow.
+  const double ws = (512 << 10) / (kGBs * 1e3), rs = (512 << 10) * kTerms.usPerByteReduce;
+  EXPECT_NEAR(simulated(s, ModelAlgo::kOneShot, 1 << 20), 4 * ws + std::max(kAlpha, 2 * rs) + 2 * rs, 1e-6);
 }
 
 TEST(Simulator, LinkFiguresComeFromTheTopology) {
