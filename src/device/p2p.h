@@ -32,17 +32,17 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
   int64_t received = 0;
   // Steps carry the send's size; the receiver expects its own, which the
   // call signature holds (device/signature.h).
-  const CallSignature ours = coop.callSignature();
-  const uint64_t word = ours.word;
+  const uint32_t ours = coop.callSignatureHash();
+  const CallSignature sendSig{coop.callSignature().word, static_cast<uint64_t>(sendBytes)};
+  const uint32_t sendHash = callHash(sendSig);
   while (sent < sendBytes || received < recvBytes) {
     int readyMask = 0;
     auto anyReady = [&] {
       readyMask =
           (sent < sendBytes && fifoCanProduce(send) ? 1 : 0) | (received < recvBytes && fifoCanConsume(recv) ? 2 : 0);
-      if ((readyMask & 2) != 0 && word != 0) {
-        const CallSignature theirs = fifoSignature(recv);
-        if (theirs.word != 0 && (theirs.word != word || theirs.count != ours.count))
-          coop.recordMismatch(WaitSite{recv.peer, 0, channel}, theirs);
+      if ((readyMask & 2) != 0 && ours != 0) {
+        const uint32_t theirs = fifoSignatureHash(recv);
+        if (theirs != 0 && theirs != ours) coop.recordMismatch(WaitSite{recv.peer, 0, channel}, fifoSignature(recv));
       }
       return readyMask != 0;
     };
@@ -58,7 +58,7 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
       coop.sync();
       if (coop.leader()) {
         coop.publishFence();
-        if (word != 0) fifoSign(send, CallSignature{word, static_cast<uint64_t>(sendBytes)});
+        if (sendHash != 0) fifoSign(send, sendSig, sendHash);
         fifoPublish(send, n);
       } else {
         send.step += 1;

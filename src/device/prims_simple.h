@@ -106,18 +106,18 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       if (!fifoCanConsume(recv_[i])) return false;
     for (int i = 0; i < kMaxSend && i < ns; ++i)
       if (!fifoCanProduce(send_[i])) return false;
-    if (nr > 0 && coop_.callSignature().word != 0) checkSignatures(nr);
+    if (nr > 0 && coop_.callSignatureHash() != 0) checkSignatures(nr);
     return true;
   }
 
   // Every step received must belong to this call (device/signature.h); a
   // step of another call is recorded on the team, whose wait then fails.
   WEFT_HD void checkSignatures(int nr) {
-    const CallSignature& ours = coop_.callSignature();
+    const uint32_t ours = coop_.callSignatureHash();
     for (int i = 0; i < kMaxRecv && i < nr; ++i) {
-      const CallSignature theirs = fifoSignature(recv_[i]);
-      if (theirs.word != 0 && (theirs.word != ours.word || theirs.count != ours.count))
-        coop_.recordMismatch(WaitSite{recv_[i].peer, 0, channel_}, theirs);
+      const uint32_t theirs = fifoSignatureHash(recv_[i]);
+      if (theirs != 0 && theirs != ours)
+        coop_.recordMismatch(WaitSite{recv_[i].peer, 0, channel_}, fifoSignature(recv_[i]));
     }
   }
 
@@ -165,9 +165,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void advance(int nr, int ns, int64_t bytes, bool publish) {
     if (publish && coop_.leader()) {
       coop_.publishFence();
-      const CallSignature& sig = coop_.callSignature();
+      const uint32_t hash = coop_.callSignatureHash();
       for (int i = 0; i < kMaxSend && i < ns; ++i) {
-        if (sig.word != 0) fifoSign(send_[i], sig);
+        if (hash != 0) fifoSign(send_[i], coop_.callSignature(), hash);
         fifoPublish(send_[i], bytes);
       }
       for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(recv_[i]);

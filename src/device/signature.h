@@ -1,14 +1,14 @@
 // Call signatures: what a sender says about the call a FIFO step belongs to,
 // so that the receiver can check that both ranks are in the same call.
 //
-// Every step a producer publishes carries two words beside its size
-// (FifoControl::sigs): a packed description of the call (collective,
+// Every step a producer publishes carries two words in its FIFO's control
+// page (FifoControl::sigs): a packed description of the call (collective,
 // datatype, op, algorithm, root, sequence number) and its element count (for
-// send/recv, the bytes). The consumer compares them with its own call before
-// it reads the slot; a difference is a mismatched call (different count, type,
-// op or root on two ranks, or one rank a call behind), and the wait fails
-// naming both sides' arguments (core/failure.cc) instead of mixing unrelated
-// data.
+// send/recv, the bytes), and a 32-bit hash of both beside `tail`
+// (FifoControl::sigHash). The consumer compares the hash with its own call's
+// before it reads the slot (the line came with `tail`: no extra transfer); a difference is a mismatched call (different
+// count, type, op or root on two ranks, or one rank a call behind), and the wait fails naming both sides' arguments
+// (core/failure.cc) instead of mixing unrelated data.
 //
 // A word of 0 means "not checked": steps delivered by the network transport
 // (the proxy moves the slot bytes, not the signature), and communicators with
@@ -50,6 +50,17 @@ WEFT_HD constexpr CallFields unpackCallWord(uint64_t word) {
   return CallFields{static_cast<int>((word >> 56) & 0xf),         static_cast<int>((word >> 52) & 0xf),
                     static_cast<int>((word >> 48) & 0xf),         static_cast<int>((word >> 44) & 0xf),
                     static_cast<int>((word >> 20) & 0xfffff) - 1, static_cast<uint32_t>(word & kCallSeqMask)};
+}
+
+// 32 bits of (word, count) that every step carries in its FIFO's tail line
+// (step_fifo.h): never 0 for a signed call, 0 for none.
+WEFT_HD constexpr uint32_t callHash(const CallSignature& sig) {
+  if (sig.word == 0) return 0;
+  uint64_t x = sig.word ^ (sig.count * 0x9E3779B97F4A7C15ull);
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return static_cast<uint32_t>(x) | 1u;
 }
 
 }  // namespace weft::device

@@ -16,6 +16,8 @@
 // no wrap in practice), so "a > b" comparisons need no modular care.
 #pragma once
 
+#include <stddef.h>
+
 #include "device/atomics.h"
 #include "device/portable.h"
 #include "device/signature.h"
@@ -29,15 +31,24 @@ constexpr int kFifoSteps = 8;
 // false sharing between them would turn every poll into a line transfer.
 struct FifoControl {
   alignas(128) uint64_t tail;
+  // callHash() of each slot's call, written with the data beside `tail`:
+  // the consumer's load of `tail` brings this line, so checking the call
+  // costs no extra line transfer. 0 until a checking producer writes it.
+  uint32_t sigHash[kFifoSteps];
   alignas(128) uint64_t head;
   // Bytes in each slot, written before `tail` is released. The consumer in a
   // kernel does not need them (both ends compute sizes identically); the
   // proxy does, to post network sends of the right length.
   alignas(128) int64_t sizes[kFifoSteps];
-  // The call each step belongs to (device/signature.h), written with the
-  // data; all zero until a checking producer writes them.
+  // The call each step belongs to in full (device/signature.h): written with
+  // the data, read by the consumer only when the hash differs, to name it.
   alignas(128) uint64_t sigs[kFifoSteps][2];
 };
+
+// FifoEnd::tail points at the start of its FifoControl.
+static_assert(offsetof(FifoControl, tail) == 0, "tail must open the FifoControl");
+static_assert(offsetof(FifoControl, sigHash) + sizeof(uint32_t) * kFifoSteps <= 64,
+              "the call hashes must share tail's cache line");
 
 // One side's handle on a connection: plain pointers valid in the address
 // space of the side that uses it, plus that side's position. Trivially
@@ -47,7 +58,6 @@ struct FifoEnd {
   uint64_t* tail;
   uint64_t* head;
   int64_t* sizes;
-  uint64_t* sigs;  // kFifoSteps pairs (word, count)
   int64_t stepBytes;
   uint64_t step;  // producer: steps published; consumer: steps consumed
   // The other side's counter as this side last read it (producer: head,
@@ -88,12 +98,16 @@ WEFT_HD void fifoPublish(FifoEnd& end, int64_t bytes) {
   storeRelease(end.tail, end.step);
 }
 
-// The signature of the step about to be published (before fifoPublish,
-// whose release makes it visible with the data).
-WEFT_HD void fifoSign(FifoEnd& end, const CallSignature& sig) {
-  uint64_t* at = end.sigs + 2 * (end.step % kFifoSteps);
-  storeRelaxed(&at[0], sig.word);
-  storeRelaxed(&at[1], sig.count);
+WEFT_HD FifoControl* fifoControl(const FifoEnd& end) { return reinterpret_cast<FifoControl*>(end.tail); }
+
+// The signature of the step about to be published, and its hash (before
+// fifoPublish, whose release makes them visible with the data).
+WEFT_HD void fifoSign(FifoEnd& end, const CallSignature& sig, uint32_t hash) {
+  FifoControl* control = fifoControl(end);
+  const uint64_t slot = end.step % kFifoSteps;
+  storeRelaxed(&control->sigs[slot][0], sig.word);
+  storeRelaxed(&control->sigs[slot][1], sig.count);
+  storeRelaxed(&control->sigHash[slot], hash);
 }
 
 // Consumer side -------------------------------------------------------------
@@ -104,11 +118,16 @@ WEFT_HD bool fifoCanConsume(FifoEnd& end) {
   return end.seen > end.step;
 }
 
-// The signature of the step about to be consumed (after fifoCanConsume's
-// acquire); word 0 when the producer did not sign it.
+// The hash and the signature of the step about to be consumed (after
+// fifoCanConsume's acquire); 0 and word 0 when the producer did not sign it.
+WEFT_HD uint32_t fifoSignatureHash(const FifoEnd& end) {
+  return loadRelaxed(&fifoControl(end)->sigHash[end.step % kFifoSteps]);
+}
+
 WEFT_HD CallSignature fifoSignature(const FifoEnd& end) {
-  const uint64_t* at = end.sigs + 2 * (end.step % kFifoSteps);
-  return CallSignature{loadRelaxed(&at[0]), loadRelaxed(&at[1])};
+  const FifoControl* control = fifoControl(end);
+  const uint64_t slot = end.step % kFifoSteps;
+  return CallSignature{loadRelaxed(&control->sigs[slot][0]), loadRelaxed(&control->sigs[slot][1])};
 }
 
 WEFT_HD int64_t fifoSlotBytes(const FifoEnd& end) { return loadRelaxed(&end.sizes[end.step % kFifoSteps]); }

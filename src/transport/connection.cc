@@ -9,7 +9,6 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->tail = &control->tail;
   end->head = &control->head;
   end->sizes = control->sizes;
-  end->sigs = control->sigs[0];
   end->stepBytes = stepBytes;
   end->step = 0;
   end->seen = 0;

@@ -72,7 +72,7 @@ TEST(GpuPrimitives, RingAllReduceAcrossBlocksOfOneKernel) {
   }
   auto endOf = [&](int link, int peer) {
     auto* control = reinterpret_cast<FifoControl*>(fifos[link]);
-    return FifoEnd{fifos[link] + 4096, &control->tail, &control->head, control->sizes, control->sigs[0], kStepBytes, 0, 0, peer, 0};
+    return FifoEnd{fifos[link] + 4096, &control->tail, &control->head, control->sizes, kStepBytes, 0, 0, peer, 0};
   };
   std::vector<FifoEnd> ends;  // per rank: [recv from prev, send to next]
   for (int r = 0; r < kRanks; ++r) {

@@ -85,7 +85,11 @@ class CudaCoop {
   __host__ __device__ bool failed() const { return failed_; }
 
   // The call being run (device/signature.h); word 0: unchecked.
-  __host__ __device__ void setCallSignature(const CallSignature& sig) { call_ = sig; }
+  __host__ __device__ void setCallSignature(const CallSignature& sig) {
+    call_ = sig;
+    callHash_ = callHash(sig);
+  }
+  __host__ __device__ uint32_t callSignatureHash() const { return callHash_; }
   __host__ __device__ const CallSignature& callSignature() const { return call_; }
   // Leader only: a step from site.peer belongs to another call. Recorded like
   // a timeout (the host names both calls), and the block fails its waits.
@@ -172,6 +176,7 @@ class CudaCoop {
   WaitReport* report_;
   int64_t timeoutNs_;
   CallSignature call_{0, 0};
+  uint32_t callHash_ = 0;
   bool failed_ = false;
 };
 

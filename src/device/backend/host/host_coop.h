@@ -66,7 +66,11 @@ class HostCoop {
 
   // The call being run (device/signature.h): what producers sign and
   // consumers expect. Word 0: unchecked.
-  void setCallSignature(const CallSignature& sig) { call_ = sig; }
+  void setCallSignature(const CallSignature& sig) {
+    call_ = sig;
+    callHash_ = callHash(sig);
+  }
+  uint32_t callSignatureHash() const { return callHash_; }
   const CallSignature& callSignature() const { return call_; }
   // A consumer found a step of another call from `site.peer`.
   void recordMismatch(const WaitSite& site, const CallSignature& theirs) {
@@ -120,6 +124,7 @@ class HostCoop {
   const HostWaitConfig& config_;
   WaitFailureInfo failure_;
   CallSignature call_{0, 0};
+  uint32_t callHash_ = 0;
 };
 
 }  // namespace weft::device
