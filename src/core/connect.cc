@@ -171,6 +171,10 @@ std::string stuckLinks(const std::vector<PendingLink*>& open) {
 Status progressAll(std::vector<PendingLink>* links) {
   std::vector<PendingLink*> open;
   for (PendingLink& link : *links) open.push_back(&link);
+  // Connects first in every pass: some plugins (fast-socket, and NCCL's own
+  // of before 2.12) block in accept until the peer's connect arrives, and
+  // the peer reaches its connects only if nobody blocks before them.
+  std::stable_partition(open.begin(), open.end(), [](const PendingLink* link) { return link->need->isSend; });
   const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
   for (uint32_t pass = 1; !open.empty(); ++pass) {
     bool finishedAny = false;

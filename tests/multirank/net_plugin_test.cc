@@ -97,6 +97,23 @@ TEST(NetPlugin, ConnectsWhenConnectWaitsForTheAccept) {
   });
 }
 
+// The older handshake: accept blocks until the peer's connect arrives, and
+// connect finishes at once. A rank that accepted before issuing its own
+// connects would block every peer doing the same (the plugin gives up after
+// 10 s, which fails the test).
+TEST(NetPlugin, ConnectsWhenAcceptBlocksUntilTheConnect) {
+  inFreshProcess(120, [] {
+    ScopedEnv plugin("NCCL_NET_PLUGIN", pluginPath("v6blocking").c_str());
+    ScopedEnv net("NCCL_NET", "WeftLoop");
+    ScopedEnv channels("NCCL_MIN_NCHANNELS", "2");
+    ScopedEnv maxChannels("NCCL_MAX_NCHANNELS", "2");
+    collectivesOverPlugin(4, "Ring,Tree");
+    const LoopStats s = loopStats("v6blocking");
+    EXPECT_GE(s.accepts, 4 * 2);
+    EXPECT_GT(s.bytesReceived, 0);
+  });
+}
+
 // Every interface version carries every collective; the plugin's own init
 // of that version ran.
 class EveryVersion : public ::testing::TestWithParam<int> {};

@@ -11,12 +11,15 @@
 // bytes; requests of a comm complete in posting order.
 //
 // Variants: WEFT_LOOP_FAIL_INIT (init fails), WEFT_LOOP_NO_DEVICES (zero
-// devices), WEFT_LOOP_COLLNET (also exports a CollNet table symbol).
+// devices), WEFT_LOOP_COLLNET (also exports a CollNet table symbol),
+// WEFT_LOOP_BLOCKING_ACCEPT (the older handshake: see kBlockingAccept).
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "transport/net/net_v11.h"
@@ -97,6 +100,16 @@ constexpr int kMaxInFlight = kNetMaxRequestsV6;
 constexpr int kMaxInFlight = kNetMaxRequests;
 #endif
 
+// WEFT_LOOP_BLOCKING_ACCEPT: the handshake of NCCL's plugins before 2.12
+// (and of fast-socket): connect finishes at once, accept blocks until a
+// connect arrives.
+#if defined(WEFT_LOOP_BLOCKING_ACCEPT)
+constexpr bool kBlockingAccept = true;
+#else
+constexpr bool kBlockingAccept = false;
+#endif
+constexpr int kBlockingAcceptMs = 10000;
+
 weftNetLogger_t logger = nullptr;
 
 ncclResult_t loopInit(weftNetLogger_t log, int version) {
@@ -156,6 +169,8 @@ ncclResult_t loopConnect(void* handle, void** sendComm) {
     std::lock_guard<std::mutex> lock(listenersMutex());
     h.listener->arrivals.push_back(h.connecting);
     std::memcpy(handle, &h, sizeof(h));
+    if (!kBlockingAccept) return ncclSuccess;
+    *sendComm = new Comm{h.connecting, true};  // the old kind: connected at once
     return ncclSuccess;
   }
   std::lock_guard<std::mutex> lock(h.connecting->mutex);
@@ -166,16 +181,27 @@ ncclResult_t loopConnect(void* handle, void** sendComm) {
   return ncclSuccess;
 }
 
+// The oldest connect not yet accepted, or null.
+Pipe* takeArrival(Listener* listener) {
+  std::lock_guard<std::mutex> lock(listenersMutex());
+  if (listener->arrivals.empty()) return nullptr;
+  Pipe* pipe = listener->arrivals.front();
+  listener->arrivals.pop_front();
+  return pipe;
+}
+
 ncclResult_t loopAccept(void* listenComm, void** recvComm) {
   *recvComm = nullptr;
   auto* listener = static_cast<Listener*>(listenComm);
-  Pipe* pipe = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(listenersMutex());
-    if (listener->arrivals.empty()) return ncclSuccess;
-    pipe = listener->arrivals.front();
-    listener->arrivals.pop_front();
+  Pipe* pipe = takeArrival(listener);
+  // The blocking kind waits (bounded, so a caller that never connects fails
+  // instead of hanging the test).
+  for (int waited = 0; kBlockingAccept && pipe == nullptr; ++waited) {
+    if (waited == kBlockingAcceptMs) return ncclSystemError;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    pipe = takeArrival(listener);
   }
+  if (pipe == nullptr) return ncclSuccess;
   {
     std::lock_guard<std::mutex> lock(pipe->mutex);
     pipe->accepted = true;
