@@ -53,12 +53,39 @@ device::ChannelView Channel::buildView(int rank) const {
     }
     v.flatOwnAt = rank;  // peers listed in rank order, this rank between them
   }
+  if (exchangeConnected && exchangePlan != nullptr) buildExchangeView(rank, &v);
   return v;
+}
+
+// Per slot the FIFOs to the partner (or the relay between us), and the
+// directions this rank forwards for others.
+void Channel::buildExchangeView(int rank, device::ChannelView* v) const {
+  const ExchangePlan& plan = *exchangePlan;
+  device::ExchangeView& ex = exchangeView_;
+  ex = device::ExchangeView{};
+  ex.nranks = static_cast<int32_t>(plan.physical.size());
+  ex.logical = plan.logical[static_cast<size_t>(rank)];
+  ex.physical = plan.physical.data();
+  for (int slot = 0; slot < device::kExchangeSlots; ++slot) {
+    const int hop = plan.hopRank(ex.logical, slot);
+    if (hop < 0) continue;
+    ex.send[slot] = &send[static_cast<size_t>(hop)]->end;
+    ex.recv[slot] = &recv[static_cast<size_t>(hop)]->end;
+  }
+  for (const RelayHop& hop : plan.relays) {
+    if (hop.via != rank || ex.nRelays == device::kMaxRelayDuties) continue;
+    const int from = plan.physical[static_cast<size_t>(hop.from)];
+    const int to = plan.physical[static_cast<size_t>(hop.to)];
+    ex.relays[ex.nRelays++] = device::RelayDuty{hop.slot, hop.from, hop.to, &recv[static_cast<size_t>(from)]->end,
+                                                &send[static_cast<size_t>(to)]->end};
+  }
+  v->exchange = &ex;
 }
 
 device::ChannelView Channel::deviceView(int rank) const {
   device::ChannelView v = buildView(rank);
-  v.nFlat = 0;  // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
+  v.nFlat = 0;           // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
+  v.exchange = nullptr;  // nor pairwise exchanges
   v.ring.userRanks = static_cast<const int32_t*>(deviceRingOrder.get());
   if (ring.nranks > 1) {
     v.ringRecv = recv[static_cast<size_t>(ring.prev)]->deviceEnd;

@@ -24,7 +24,10 @@ PlanInputs planInputs(const Comm& comm) {
   in.algoFilter = &comm.algoFilter;
   // One-shot runs on the host backend only for now (cuda_coop.cuh).
   in.treesAvailable = comm.treeDepth > 0;
-  in.oneShotAvailable = comm.backend == weftBackendHost;
+  // One-shot talks to every peer: not with broken links.
+  in.oneShotAvailable = comm.backend == weftBackendHost && comm.brokenLinks.empty();
+  // Butterfly and halving-doubling: host team only (cuda_coop.cuh).
+  in.exchangeAvailable = comm.backend == weftBackendHost && comm.exchangePlan != nullptr;
   in.oversubscribed = comm.oversubscribed;
   return in;
 }
@@ -75,6 +78,23 @@ void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs)
       needs->push_back({comm, c, peer, true});
       needs->push_back({comm, c, peer, false});
     }
+  }
+  for (int c : plan.exchangeChannels) {
+    if (comm->channels[static_cast<size_t>(c)].exchangeConnected) continue;
+    for (int peer : exchangePeers(*comm->exchangePlan, comm->rank)) {
+      needs->push_back({comm, c, peer, true});
+      needs->push_back({comm, c, peer, false});
+    }
+  }
+}
+
+void markExchangeConnected(Comm* comm, const Plan& plan) {
+  for (int c : plan.exchangeChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (channel.exchangeConnected) continue;
+    channel.exchangeConnected = true;
+    channel.exchangePlan = comm->exchangePlan.get();
+    channel.invalidateView();
   }
 }
 
@@ -131,7 +151,7 @@ void postNetSteps(Comm* comm, const Plan& plan) {
 
 // TRACE: what each channel of a launch runs, item by item.
 void traceWorkItems(const Comm& comm, const Plan& plan) {
-  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot"};
+  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot", "Butterfly", "HalvingDoubling"};
   for (size_t c = 0; c < plan.channels.size(); ++c)
     for (const device::WorkItem& item : plan.channels[c]) {
       if (item.kind != device::WorkItem::Kind::kColl) {
@@ -142,7 +162,7 @@ void traceWorkItems(const Comm& comm, const Plan& plan) {
       WEFT_TRACE(log::kColl,
                  "rank %d channel %zu: func %d algo %s count %llu, elements [%llu, %llu) chunk %llu sendbuff %p "
                  "recvbuff %p",
-                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 3],
+                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 5],
                  static_cast<unsigned long long>(w.count), static_cast<unsigned long long>(w.channelStart),
                  static_cast<unsigned long long>(w.channelStart + w.channelCount),
                  static_cast<unsigned long long>(w.chunkElems), w.sendbuff, static_cast<void*>(w.recvbuff));
@@ -246,6 +266,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     Plan& plan = comms[i]->plan;
     markFlatConnected(comms[i], plan);
+    markExchangeConnected(comms[i], plan);
     bindP2p(comms[i], &plan, false);
     postNetSteps(comms[i], plan);  // before anything (a worker, a kernel) waits on these steps
     if (log::enabled(log::Level::kTrace, log::kColl | log::kP2p)) traceWorkItems(*comms[i], plan);

@@ -22,9 +22,10 @@ struct PlanInputs {
   int chunkSteps;
   tuning::Shape shape{1, 1, 1, 0};  // nodes, ranks per node, tree depth
   const tuning::AlgoFilter* algoFilter = nullptr;
-  bool treesAvailable = false;    // the backend runs trees and the channels have them
-  bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
-  bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
+  bool treesAvailable = false;     // the backend runs trees and the channels have them
+  bool oneShotAvailable = false;   // the backend runs one-shot AllReduce
+  bool oversubscribed = false;     // ranks outnumber cores: every hand-off waits for a core
+  bool exchangeAvailable = false;  // the backend runs Butterfly/HalvingDoubling and a plan exists
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.
@@ -61,6 +62,9 @@ struct Plan {
   // Channels whose items talk to every other rank (one-shot): connected to
   // all peers before launch.
   std::vector<int> flatChannels;
+  // Channels whose items exchange with partners (butterfly, halving-
+  // doubling): connected to the exchange plan's partners and relays first.
+  std::vector<int> exchangeChannels;
 
   // Empties the plan for `nChannels` channels, keeping every allocation:
   // the communicator plans each launch into the same Plan.

@@ -3,6 +3,7 @@
 // data; pointers are valid where the channel runs.
 #pragma once
 
+#include "device/exchange.h"
 #include "device/portable.h"
 #include "device/reduce_ops.h"
 #include "device/step_fifo.h"
@@ -10,7 +11,8 @@
 namespace weft::device {
 
 enum class Func : uint8_t { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kSendRecv, kCount };
-enum class Algo : uint8_t { kRing = 0, kTree, kOneShot, kCount };
+// kButterfly and kHalvingDoubling: pairwise exchanges (exchange.h).
+enum class Algo : uint8_t { kRing = 0, kTree, kOneShot, kButterfly, kHalvingDoubling, kCount };
 enum class Proto : uint8_t { kSimple = 0, kLL, kLL128, kCount };
 
 // Element types, numbered as ncclDataType_t.
@@ -87,6 +89,9 @@ struct ChannelView {
   int32_t flatOwnAt;  // this rank's position among the flat peers' ranks
   FifoEnd* flatRecv[kMaxFlatPeers];
   FifoEnd* flatSend[kMaxFlatPeers];
+  // Partners of the pairwise-exchange algorithms; null when this channel
+  // has no such connections.
+  const ExchangeView* exchange;
 };
 
 // One collective's share on one channel. For AllReduce, Broadcast and Reduce
