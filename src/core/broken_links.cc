@@ -282,4 +282,32 @@ Result<ExchangePlan> planExchange(int nranks, const LinkSet& broken, int maxDuti
   return last;
 }
 
+HierPlan::Place HierPlan::placeOf(int rank) const {
+  const int N = static_cast<int>(nodes.size());
+  const int m = static_cast<int>(nodes[0].size());
+  for (int n = 0; n < N; ++n)
+    for (int i = 0; i < m; ++i) {
+      if (nodes[static_cast<size_t>(n)][static_cast<size_t>(i)] != rank) continue;
+      auto at = [&](int node, int local) {
+        return nodes[static_cast<size_t>((node + N) % N)][static_cast<size_t>((local + m) % m)];
+      };
+      return Place{n, i, at(n, i - 1), at(n, i + 1), at(n - 1, i), at(n + 1, i)};
+    }
+  return Place{-1, -1, -1, -1, -1, -1};
+}
+
+std::shared_ptr<const HierPlan> planHierarchy(const std::vector<std::vector<int>>& nodes, const LinkSet& broken) {
+  if (nodes.size() < 2 || nodes[0].size() < 2) return nullptr;
+  for (const auto& node : nodes)
+    if (node.size() != nodes[0].size()) return nullptr;
+  auto plan = std::make_shared<HierPlan>();
+  plan->nodes = nodes;
+  for (const auto& node : nodes)
+    for (int rank : node) {
+      const HierPlan::Place p = plan->placeOf(rank);
+      if (broken.has(rank, p.intraNext) || broken.has(rank, p.interNext)) return nullptr;
+    }
+  return plan;
+}
+
 }  // namespace weft::core

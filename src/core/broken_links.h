@@ -4,6 +4,7 @@
 // never partners a broken pair. Pure: ranks and links in, orders out.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -55,6 +56,21 @@ struct ExchangePlan {
   // Where logical rank L's data for slot `slot` goes: the partner or the relay.
   int hopRank(int L, int slot) const;
 };
+
+// The hierarchical ring's shape: every node's ranks, nodes of one size.
+struct HierPlan {
+  std::vector<std::vector<int>> nodes;
+  // This rank's node and index in it, and its four ring neighbours.
+  struct Place {
+    int node, local;
+    int intraPrev, intraNext, interPrev, interNext;
+  };
+  Place placeOf(int rank) const;
+};
+
+// The plan when it applies: at least 2 nodes of at least 2 ranks, all of one
+// size, and no broken link on either ring. Null otherwise.
+std::shared_ptr<const HierPlan> planHierarchy(const std::vector<std::vector<int>>& nodes, const LinkSet& broken);
 
 // The ranks `rank` exchanges with under `plan` (partners, its relays, the
 // ranks it relays for), each once: the connections the plan needs. The

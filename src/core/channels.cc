@@ -299,7 +299,9 @@ Status buildChannels(Comm* comm) {
     for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
     WEFT_INFO(log::kGraph, "flat rings: nodes of unequal size");
   }
-  return applyBrokenLinks(comm);
+  WEFT_RETURN_IF_ERROR(applyBrokenLinks(comm));
+  comm->hierPlan = planHierarchy(nodes, comm->brokenLinks);
+  return okStatus();
 }
 
 Status connectChannels(Comm* comm) {

@@ -59,10 +59,13 @@ struct Channel {
   std::vector<std::unique_ptr<transport::Connection>> recv;
   std::shared_ptr<void> deviceRingOrder;       // cuda backend: ringOrder in device memory
   const ExchangePlan* exchangePlan = nullptr;  // the comm's, set when exchangeConnected
+  const HierPlan* hierPlan = nullptr;          // the comm's, set when hierConnected
   bool flatConnected = false;                  // connected to every other rank (one-shot)
   // Connected to the partners and relays of the exchange plan (butterfly,
   // halving-doubling); the view's exchange then points at exchangeView_.
   bool exchangeConnected = false;
+  // Connected to the hierarchical ring's neighbours (in the node and across).
+  bool hierConnected = false;
 
   // The host-side view of this channel for `rank`, built once and kept until
   // a connection is added (connect.cc) or the flat set completes: a launch
@@ -74,9 +77,10 @@ struct Channel {
 
  private:
   device::ChannelView buildView(int rank) const;
-  void buildExchangeView(int rank, device::ChannelView* v) const;
+  void buildExchangeView(int rank) const;
+  void buildHierView(int rank) const;
   mutable device::ChannelView view_{};
-  mutable device::ExchangeView exchangeView_{};
+  mutable device::HostAlgoViews hostAlgos_{};
   mutable bool viewStale_ = true;
 };
 
@@ -113,6 +117,9 @@ struct Comm {
   // plan that avoids them; exchangePlan is null when none exists.
   LinkSet brokenLinks;
   std::shared_ptr<const ExchangePlan> exchangePlan;
+  // The nodes' ranks for the hierarchical ring; null when it does not apply
+  // (one node, nodes of one rank or of unequal sizes, or a broken link on it).
+  std::shared_ptr<const HierPlan> hierPlan;
   int minChannels = 1;
   int localRanks = 1;           // ranks of this communicator on this host
   int machineRanks = 1;         // ranks on this physical machine (they share its cores)

@@ -71,7 +71,7 @@ void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work
   const tuning::LinkCosts costs = tuning::hostLinkCosts(in.oversubscribed);
   const tuning::Choice choice =
       tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, costs, in.algoFilter ? *in.algoFilter : kAll,
-                              in.treesAvailable, in.oneShotAvailable, in.exchangeAvailable);
+                              in.treesAvailable, in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable);
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
               static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),
@@ -81,6 +81,7 @@ void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work
     case tuning::Algorithm::kOneShot: work->algo = device::Algo::kOneShot; break;
     case tuning::Algorithm::kButterfly: work->algo = device::Algo::kButterfly; break;
     case tuning::Algorithm::kHalvingDoubling: work->algo = device::Algo::kHalvingDoubling; break;
+    case tuning::Algorithm::kHierarchicalRing: work->algo = device::Algo::kHierRing; break;
     default: break;
   }
 }
@@ -119,6 +120,7 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
     if (work.algo == device::Algo::kOneShot) addOnce(&plan->flatChannels, c);
     if (work.algo == device::Algo::kButterfly || work.algo == device::Algo::kHalvingDoubling)
       addOnce(&plan->exchangeChannels, c);
+    if (work.algo == device::Algo::kHierRing) addOnce(&plan->hierChannels, c);
   }
 }
 
@@ -186,6 +188,7 @@ void Plan::reset(int nChannels) {
   selfCopies.clear();
   flatChannels.clear();
   exchangeChannels.clear();
+  hierChannels.clear();
 }
 
 Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,

@@ -26,6 +26,7 @@ struct PlanInputs {
   bool oneShotAvailable = false;   // the backend runs one-shot AllReduce
   bool oversubscribed = false;     // ranks outnumber cores: every hand-off waits for a core
   bool exchangeAvailable = false;  // the backend runs Butterfly/HalvingDoubling and a plan exists
+  bool hierAvailable = false;      // the backend runs the hierarchical ring and the nodes suit it
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.
@@ -65,6 +66,8 @@ struct Plan {
   // Channels whose items exchange with partners (butterfly, halving-
   // doubling): connected to the exchange plan's partners and relays first.
   std::vector<int> exchangeChannels;
+  // Channels running the hierarchical ring: connected to its neighbours first.
+  std::vector<int> hierChannels;
 
   // Empties the plan for `nChannels` channels, keeping every allocation:
   // the communicator plans each launch into the same Plan.

@@ -7,6 +7,7 @@
 
 #include "device/butterfly.h"
 #include "device/halving_doubling.h"
+#include "device/hier_ring.h"
 #include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/primitives.h"
@@ -63,12 +64,12 @@ struct ExchangePrims {
   const RedOp& op;
   const ChannelView& channel;
   WEFT_HD RingPrims<T, RedOp, Coop> slot(int s) const {
-    const ExchangeView& ex = *channel.exchange;
+    const ExchangeView& ex = channel.hostAlgos->exchange;
     const int peers = ex.send[s] != nullptr ? 1 : 0;
     return RingPrims<T, RedOp, Coop>(coop, op, channel.id, &ex.recv[s], peers, &ex.send[s], peers);
   }
   WEFT_HD RingPrims<T, RedOp, Coop> relay(int d) const {
-    const RelayDuty& duty = channel.exchange->relays[d];
+    const RelayDuty& duty = channel.hostAlgos->exchange.relays[d];
     return RingPrims<T, RedOp, Coop>(coop, op, channel.id, &duty.recv, 1, &duty.send, 1);
   }
 };
@@ -78,10 +79,20 @@ WEFT_HD void runExchangeAlgo(Coop& coop, const ChannelView& channel, const CollW
   const ExchangePrims<T, RedOp, Coop> make{coop, op, channel};
   auto slot = [&](int s) { return make.slot(s); };
   auto relay = [&](int d) { return make.relay(d); };
-  const ExchangeView& ex = *channel.exchange;
+  const ExchangeView& ex = channel.hostAlgos->exchange;
   if (work.func == Func::kAllGather) return doublingAllGather<T>(ex, work, slot, relay);
   if (work.algo == Algo::kButterfly) return butterflyAllReduce<T>(ex, work, slot, relay);
   halvingDoublingAllReduce<T>(ex, work, slot, relay);
+}
+
+// Hierarchical ring AllReduce: the node's ring with the user's functor, the
+// ring across nodes with it minus its pre-op (it combines partial results).
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runHierRingAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  const HierView& h = channel.hostAlgos->hier;
+  RingPrims<T, RedOp, Coop> intra(coop, op, channel.id, &h.intraRecv, 1, &h.intraSend, 1);
+  RingPrims<T, NoPreOp<RedOp>, Coop> inter(coop, NoPreOp<RedOp>(op), channel.id, &h.interRecv, 1, &h.interSend, 1);
+  hierRingAllReduce<T>(intra, inter, h, work);
 }
 
 WEFT_HD bool isExchange(Algo algo) { return algo == Algo::kButterfly || algo == Algo::kHalvingDoubling; }
@@ -158,9 +169,10 @@ WEFT_HD auto makeOp(const CollWork& work) {
 
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  // Trees, one-shot and the pairwise exchanges are instantiated only for
-  // teams that declare them (trees: both; one-shot and exchanges: the host
-  // team); the planner never gives them to a backend whose team lacks them.
+  // Trees, one-shot, the pairwise exchanges and the hierarchical ring are
+  // instantiated only for teams that declare them (trees: both; the others:
+  // the host team); the planner never gives them to a backend whose team
+  // lacks them.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
@@ -174,6 +186,10 @@ WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWor
   if constexpr (Coop::kHasExchange) {
     if (isExchange(work.algo) && work.func == Func::kAllReduce)
       return runExchangeAlgo<T>(coop, channel, work, makeOp<T, K>(work));
+  }
+  if constexpr (Coop::kHasHierRing) {
+    if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce)
+      return runHierRingAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
   }
   runRingReducing<T>(coop, channel, work, makeOp<T, K>(work));
 }

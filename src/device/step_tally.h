@@ -13,6 +13,7 @@
 
 #include "device/butterfly.h"
 #include "device/halving_doubling.h"
+#include "device/hier_ring.h"
 #include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/portable.h"
@@ -108,9 +109,15 @@ void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally
       default: return;
     }
   }
-  if ((work.algo == Algo::kButterfly || work.algo == Algo::kHalvingDoubling) && channel.exchange != nullptr &&
+  if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce && channel.hostAlgos != nullptr) {
+    const HierView& h = channel.hostAlgos->hier;
+    CountingPrims<T> intra(tally, &h.intraRecv, 1, &h.intraSend, 1);
+    CountingPrims<T> inter(tally, &h.interRecv, 1, &h.interSend, 1);
+    return hierRingAllReduce<T>(intra, inter, h, work);
+  }
+  if ((work.algo == Algo::kButterfly || work.algo == Algo::kHalvingDoubling) && channel.hostAlgos != nullptr &&
       (work.func == Func::kAllReduce || work.func == Func::kAllGather)) {
-    const ExchangeView& ex = *channel.exchange;
+    const ExchangeView& ex = channel.hostAlgos->exchange;
     auto slot = [&](int s) {
       const int peers = ex.send[s] != nullptr ? 1 : 0;
       return CountingPrims<T>(tally, &ex.recv[s], peers, &ex.send[s], peers);

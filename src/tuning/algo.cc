@@ -34,11 +34,13 @@ Result<uint32_t> parseList(const std::string& text, const std::string& whole) {
       if (name == lower(algorithmName(static_cast<Algorithm>(a)))) found = a;
     if (name == "recdoubling") found = static_cast<int>(Algorithm::kButterfly);
     if (name == "rabenseifner") found = static_cast<int>(Algorithm::kHalvingDoubling);
+    if (name == "hierring") found = static_cast<int>(Algorithm::kHierarchicalRing);
     if (found < 0)
       return errorStatus(
           ncclInvalidArgument,
           "NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (expected Ring, Tree, OneShot, Butterfly "
-          "(RecDoubling) or HalvingDoubling (Rabenseifner), optionally per collective as allreduce:tree)",
+          "(RecDoubling), HalvingDoubling (Rabenseifner) or HierarchicalRing (HierRing), optionally per collective as "
+          "allreduce:tree)",
           whole.c_str(), name.c_str());
     mask |= 1u << found;
   }
@@ -53,6 +55,7 @@ const char* algorithmName(Algorithm algo) {
     case Algorithm::kOneShot: return "OneShot";
     case Algorithm::kButterfly: return "Butterfly";
     case Algorithm::kHalvingDoubling: return "HalvingDoubling";
+    case Algorithm::kHierarchicalRing: return "HierarchicalRing";
     default: return "Ring";
   }
 }
@@ -179,6 +182,15 @@ double halvingDoublingEstimate(CollKind coll, double kb, const Shape& shape, con
   return 2 * x.rounds * lat + 2 * share * kb / bw + share * kb / costs.reduceGBs + fold;
 }
 
+// Hierarchical ring: the node's ring twice (reduce-scatter, allgather) over
+// m ranks, and the ring across the N nodes on S/m bytes (AllReduce).
+double hierRingEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
+  const double m = shape.ranksPerNode, N = shape.nnodes;
+  const double intra = 2 * (m - 1) * costs.intraLatUs + 2 * (m - 1) / m * kb / costs.intraGBs;
+  const double inter = 2 * (N - 1) * costs.interLatUs + 2 * (N - 1) / N * (kb / m) / costs.interGBs;
+  return intra + inter;
+}
+
 }  // namespace
 
 std::string describeEstimates(const Choice& choice) {
@@ -203,8 +215,9 @@ LinkCosts hostLinkCosts(bool oversubscribed) {
 }
 
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
-                       const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable, bool exchangeAvailable) {
-  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1}, "only Ring is possible"};
+                       const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable, bool exchangeAvailable,
+                       bool hierAvailable) {
+  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1}, "only Ring is possible"};
   const double kb = static_cast<double>(bytes) / 1e3;  // GB/s * us = 1e3 bytes
   const bool allReduce = coll == CollKind::kAllReduce;
   double* est = choice.estimateUs;
@@ -219,6 +232,8 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
     if (allReduce) est[3] = butterflyEstimate(kb, shape, costs);
     if (allReduce || coll == CollKind::kAllGather) est[4] = halvingDoublingEstimate(coll, kb, shape, costs);
   }
+  if (hierAvailable && allReduce && shape.nnodes > 1 && shape.ranksPerNode > 1)
+    est[5] = hierRingEstimate(kb, shape, costs);
   int best = -1;
   bool filtered = false;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {

@@ -15,7 +15,17 @@ namespace weft::tuning {
 // kButterfly (recursive doubling, device/butterfly.h) and kHalvingDoubling
 // (Rabenseifner, device/halving_doubling.h): pairwise exchanges in log2
 // rounds; NCCL_ALGO also accepts RecDoubling and Rabenseifner for them.
-enum class Algorithm : int { kRing = 0, kTree = 1, kOneShot = 2, kButterfly = 3, kHalvingDoubling = 4, kCount = 5 };
+// kHierarchicalRing (device/hier_ring.h; alias HierRing): reduce-scatter in
+// each node, allreduce across nodes per local index, allgather in the node.
+enum class Algorithm : int {
+  kRing = 0,
+  kTree = 1,
+  kOneShot = 2,
+  kButterfly = 3,
+  kHalvingDoubling = 4,
+  kHierarchicalRing = 5,
+  kCount = 6
+};
 enum class CollKind : int { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kCount };
 
 const char* algorithmName(Algorithm algo);
@@ -90,12 +100,14 @@ struct Choice {
 // nothing possible, Ring is used and the reason says so.
 //
 // Butterfly (AllReduce) and HalvingDoubling (AllReduce, AllGather) need
-// exchangeAvailable: the backend runs them and an exchange plan exists.
+// exchangeAvailable: the backend runs them and an exchange plan exists;
+// HierarchicalRing (AllReduce) hierAvailable: nodes of one size, 2 or more
+// of 2 or more ranks.
 // Their estimates are alpha-beta sums over their rounds: latency per round,
 // bytes per round over the link bandwidth, combined bytes over reduceGBs.
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
                        const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable = false,
-                       bool exchangeAvailable = false);
+                       bool exchangeAvailable = false, bool hierAvailable = false);
 
 // "Ring 3.1 us, Tree -, ..." : every algorithm's estimate (- where impossible).
 std::string describeEstimates(const Choice& choice);

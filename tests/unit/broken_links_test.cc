@@ -143,5 +143,24 @@ TEST(BrokenLinks, RandomSetsOnMeshesOfFourToSixteenRanks) {
   RecordProperty("relayed", relayed);
 }
 
+TEST(HierarchyPlan, NeighboursInTheNodeAndAcrossAndWhenItApplies) {
+  const std::vector<std::vector<int>> nodes{{0, 1, 2}, {3, 4, 5}};
+  auto plan = planHierarchy(nodes, LinkSet{});
+  ASSERT_NE(plan, nullptr);
+  const HierPlan::Place p = plan->placeOf(4);
+  EXPECT_EQ(p.node, 1);
+  EXPECT_EQ(p.local, 1);
+  EXPECT_EQ(p.intraPrev, 3);
+  EXPECT_EQ(p.intraNext, 5);
+  EXPECT_EQ(p.interPrev, 1);
+  EXPECT_EQ(p.interNext, 1);
+  LinkSet across;
+  across.add(2, 5);  // local index 2 of node 0 and of node 1
+  EXPECT_EQ(planHierarchy(nodes, across), nullptr);
+  EXPECT_EQ(planHierarchy({{0, 1}, {2}}, LinkSet{}), nullptr);    // unequal nodes
+  EXPECT_EQ(planHierarchy({{0}, {1}, {2}}, LinkSet{}), nullptr);  // nodes of one rank
+  EXPECT_EQ(planHierarchy({{0, 1, 2, 3}}, LinkSet{}), nullptr);   // one node
+}
+
 }  // namespace
 }  // namespace weft::core
