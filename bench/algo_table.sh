@@ -21,15 +21,15 @@ perf() {  # name, weft-perf args...: appends "bytes time(us)" (out-of-place)
 value() { [ -f "$tmp/$1" ] && awk -v b="$2" '$1 == b {print $2}' "$tmp/$1" | median || echo "-"; }
 
 algos="Ring Tree OneShot Butterfly HalvingDoubling"
-sizes="8 1024 8192 65536 524288 4194304"
+sizes="8 512 4096 32768 262144 2097152"
 for ((r = 0; r < runs; r++)); do
   for n in 2 4 8; do
     for algo in $algos; do
       [ "$algo" = OneShot ] && [ "$n" -gt 4 ] && continue
-      hi=4M; [ "$algo" = OneShot ] && hi=256K
-      NCCL_ALGO=allreduce:$algo perf "$algo$n" allreduce -np "$n" -b 8 -e $hi -f 8 -n 20 -w 3
+      hi=2M; [ "$algo" = OneShot ] && hi=256K
+      NCCL_ALGO=allreduce:$algo perf "$algo$n" allreduce -np "$n" -b 8 -e $hi -f 8 -n 50 -w 10
     done
-    perf "model$n" allreduce -np "$n" -b 8 -e 4M -f 8 -n 20 -w 3
+    perf "model$n" allreduce -np "$n" -b 8 -e 2M -f 8 -n 50 -w 10
   done
 done
 for n in 2 4 8; do
