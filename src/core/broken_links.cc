@@ -271,6 +271,9 @@ constexpr int kRelayOrderAttempts = 256;
 }  // namespace
 
 Result<ExchangePlan> planExchange(int nranks, const LinkSet& broken, int maxDutiesPerRank) {
+  // Nothing broken: rank order, without a search (whose recursion is as deep
+  // as the communicator is large).
+  if (broken.empty()) return planFor(candidateOrder(nranks, 0));
   std::vector<int> physical;
   if (OrderSearch(nranks, broken).run(&physical)) return planFor(physical);
   Status last = okStatus();
