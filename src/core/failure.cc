@@ -16,7 +16,10 @@ std::string describeCall(const device::CallSignature& sig) {
   using device::Func;
   static const char* const kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"};
   static const char* const kOps[] = {"sum", "prod", "max", "min", "premulsum", "avg"};
-  static const char* const kAlgos[] = {"ring", "tree", "one-shot"};
+  static const char* const kAlgos[] = {
+      "ring", "tree", "one-shot", "butterfly", "halving-doubling", "hierarchical ring"};
+  static_assert(sizeof(kAlgos) / sizeof(kAlgos[0]) == static_cast<size_t>(device::Algo::kCount),
+                "a name per algorithm");
   const device::CallFields f = device::unpackCallWord(sig.word);
   const auto func = static_cast<Func>(f.func);
   const auto count = static_cast<unsigned long long>(sig.count);
@@ -30,7 +33,10 @@ std::string describeCall(const device::CallSignature& sig) {
     text = strFormat("%s(count %llu, %s, %s", kFuncs[f.func], count, typeName(static_cast<ncclDataType_t>(f.dtype)),
                      f.op >= 0 && f.op < 6 ? kOps[f.op] : "op?");
   if (f.root >= 0) text += strFormat(", root %d", f.root);
-  return text + strFormat(", %s, collective #%u)", f.algo >= 0 && f.algo < 3 ? kAlgos[f.algo] : "algorithm?", f.seq);
+  return text +
+         strFormat(", %s, collective #%u)",
+                   f.algo >= 0 && f.algo < static_cast<int>(device::Algo::kCount) ? kAlgos[f.algo] : "algorithm?",
+                   f.seq);
 }
 
 }  // namespace

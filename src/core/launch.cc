@@ -24,7 +24,11 @@ PlanInputs planInputs(const Comm& comm) {
   in.algoFilter = &comm.algoFilter;
   // One-shot runs on the host backend only for now (cuda_coop.cuh).
   in.treesAvailable = comm.treeDepth > 0;
-  in.oneShotAvailable = comm.backend == weftBackendHost;
+  // One-shot talks to every peer: not with broken links.
+  in.oneShotAvailable = comm.backend == weftBackendHost && comm.brokenLinks.empty();
+  // Butterfly and halving-doubling: host team only (cuda_coop.cuh).
+  in.exchangeAvailable = comm.backend == weftBackendHost && comm.exchangePlan != nullptr;
+  in.hierAvailable = comm.backend == weftBackendHost && comm.hierPlan != nullptr;
   in.oversubscribed = comm.oversubscribed;
   in.checkCalls = comm.checkCalls;
   in.firstSeq = comm.collSeq;
@@ -81,6 +85,44 @@ void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs)
       needs->push_back({comm, c, peer, false});
     }
   }
+  for (int c : plan.exchangeChannels) {
+    if (comm->channels[static_cast<size_t>(c)].exchangeConnected) continue;
+    for (int peer : exchangePeers(*comm->exchangePlan, comm->rank)) {
+      needs->push_back({comm, c, peer, true});
+      needs->push_back({comm, c, peer, false});
+    }
+  }
+  for (int c : plan.hierChannels) {
+    if (comm->channels[static_cast<size_t>(c)].hierConnected) continue;
+    const HierPlan::Place p = comm->hierPlan->placeOf(comm->rank);
+    std::vector<int> peers;
+    for (int peer : {p.intraPrev, p.intraNext, p.interPrev, p.interNext})
+      if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+    for (int peer : peers) {
+      needs->push_back({comm, c, peer, true});
+      needs->push_back({comm, c, peer, false});
+    }
+  }
+}
+
+void markExchangeConnected(Comm* comm, const Plan& plan) {
+  for (int c : plan.exchangeChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (channel.exchangeConnected) continue;
+    channel.exchangeConnected = true;
+    channel.exchangePlan = comm->exchangePlan.get();
+    channel.invalidateView();
+  }
+}
+
+void markHierConnected(Comm* comm, const Plan& plan) {
+  for (int c : plan.hierChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (channel.hierConnected) continue;
+    channel.hierConnected = true;
+    channel.hierPlan = comm->hierPlan.get();
+    channel.invalidateView();
+  }
 }
 
 void markFlatConnected(Comm* comm, const Plan& plan) {
@@ -136,7 +178,7 @@ void postNetSteps(Comm* comm, const Plan& plan) {
 
 // TRACE: what each channel of a launch runs, item by item.
 void traceWorkItems(const Comm& comm, const Plan& plan) {
-  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot"};
+  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot", "Butterfly", "HalvingDoubling", "HierarchicalRing"};
   for (size_t c = 0; c < plan.channels.size(); ++c)
     for (const device::WorkItem& item : plan.channels[c]) {
       if (item.kind != device::WorkItem::Kind::kColl) {
@@ -147,7 +189,7 @@ void traceWorkItems(const Comm& comm, const Plan& plan) {
       WEFT_TRACE(log::kColl,
                  "rank %d channel %zu: func %d algo %s count %llu, elements [%llu, %llu) chunk %llu sendbuff %p "
                  "recvbuff %p",
-                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 3],
+                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 6],
                  static_cast<unsigned long long>(w.count), static_cast<unsigned long long>(w.channelStart),
                  static_cast<unsigned long long>(w.channelStart + w.channelCount),
                  static_cast<unsigned long long>(w.chunkElems), w.sendbuff, static_cast<void*>(w.recvbuff));
@@ -244,13 +286,22 @@ Status launchLocked(Comm* const* comms, size_t n) {
   if (!needs.empty()) {
     Status connected = connectPeers(needs);
     if (!connected.ok()) {
-      for (size_t i = 0; i < n; ++i) markFailed(comms[i], connected);
+      // Connections made on first use (one-shot, exchanges, hierarchical
+      // ring) go through the bootstrap like init's: a peer found gone there
+      // is told to every rank, as init does, so that ranks not talking to it
+      // name it too rather than the first survivor that aborts.
+      for (size_t i = 0; i < n; ++i) {
+        markFailed(comms[i], connected);
+        if (comms[i]->abortFlag.load() == 0) reportInitFailure(comms[i], connected);
+      }
       return connected;
     }
   }
   for (size_t i = 0; i < n; ++i) {
     Plan& plan = comms[i]->plan;
     markFlatConnected(comms[i], plan);
+    markExchangeConnected(comms[i], plan);
+    markHierConnected(comms[i], plan);
     bindP2p(comms[i], &plan, false);
     postNetSteps(comms[i], plan);  // before anything (a worker, a kernel) waits on these steps
     if (log::enabled(log::Level::kTrace, log::kColl | log::kP2p)) traceWorkItems(*comms[i], plan);

@@ -71,13 +71,23 @@ void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work
   const tuning::LinkCosts costs = tuning::hostLinkCosts(in.oversubscribed);
   const tuning::Choice choice =
       tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, costs, in.algoFilter ? *in.algoFilter : kAll,
-                              in.treesAvailable, in.oneShotAvailable);
-  WEFT_INFO(log::kTuning, "%s %lld bytes: %s (ring %.1f us, tree %.1f us, one-shot %.1f us; %s)",
-            tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
-            tuning::algorithmName(choice.algo), choice.estimateUs[0], choice.estimateUs[1], choice.estimateUs[2],
-            choice.reason);
-  if (choice.algo == tuning::Algorithm::kTree) work->algo = device::Algo::kTree;
-  if (choice.algo == tuning::Algorithm::kOneShot) work->algo = device::Algo::kOneShot;
+                              in.treesAvailable, in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable);
+  if (log::enabled(log::Level::kInfo, log::kTuning))
+    WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
+              static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),
+              tuning::describeEstimates(choice).c_str(), choice.reason);
+  switch (choice.algo) {
+    case tuning::Algorithm::kTree: work->algo = device::Algo::kTree; break;
+    case tuning::Algorithm::kOneShot: work->algo = device::Algo::kOneShot; break;
+    case tuning::Algorithm::kButterfly: work->algo = device::Algo::kButterfly; break;
+    case tuning::Algorithm::kHalvingDoubling: work->algo = device::Algo::kHalvingDoubling; break;
+    case tuning::Algorithm::kHierarchicalRing: work->algo = device::Algo::kHierRing; break;
+    default: break;
+  }
+}
+
+void addOnce(std::vector<int>* list, int c) {
+  if (std::find(list->begin(), list->end(), c) == list->end()) list->push_back(c);
 }
 
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth
@@ -109,9 +119,10 @@ void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* pl
     item.checkCalls = in.checkCalls ? 1 : 0;
     item.coll = work;
     plan->channels[static_cast<size_t>(c)].push_back(item);
-    if (work.algo == device::Algo::kOneShot &&
-        std::find(plan->flatChannels.begin(), plan->flatChannels.end(), c) == plan->flatChannels.end())
-      plan->flatChannels.push_back(c);
+    if (work.algo == device::Algo::kOneShot) addOnce(&plan->flatChannels, c);
+    if (work.algo == device::Algo::kButterfly || work.algo == device::Algo::kHalvingDoubling)
+      addOnce(&plan->exchangeChannels, c);
+    if (work.algo == device::Algo::kHierRing) addOnce(&plan->hierChannels, c);
   }
 }
 
@@ -179,6 +190,8 @@ void Plan::reset(int nChannels) {
   p2p.clear();
   selfCopies.clear();
   flatChannels.clear();
+  exchangeChannels.clear();
+  hierChannels.clear();
 }
 
 Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,

@@ -10,6 +10,8 @@
 //   send(src)                 recv(dst)
 //   recvReduceSend(src)       recvReduceCopy(src, dst)
 //   recvReduceCopyInOrder(src, dst, ownAt)  (inputs combined in rank order)
+//   recvReduceCopyResult(partial, dst, ownAt)  (the same on a partial result)
+//   recvSend()                (forward a peer's data to another: a relay)
 //   recvReduceCopySend(src, dst)                 recvCopySend(dst)
 //   copySend(src, dst)        localCopy(src, dst)
 //   directSend / directRecv / directRecvCopySend: the same data movement

@@ -65,6 +65,13 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void recvReduceCopyInOrder(const T* src, T* dst, int64_t n, int ownAt, bool post) {
     genericOp<true, false, true, true>(src, dst, n, true, post, ownAt);
   }
+  // recvReduceCopyInOrder of a partial result (no pre-op: it was applied when
+  // the inputs were first read), for algorithms that combine partials.
+  WEFT_HD void recvReduceCopyResult(const T* partial, T* dst, int64_t n, int ownAt, bool post) {
+    genericOp<true, false, true, true>(partial, dst, n, false, post, ownAt);
+  }
+  // Forwards what one peer sent to another, unchanged (a relay).
+  WEFT_HD void recvSend(int64_t n) { genericOp<true, true, false, false>(nullptr, nullptr, n, false, false); }
   WEFT_HD void recvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
     genericOp<true, true, true, true>(src, dst, n, true, post);
   }

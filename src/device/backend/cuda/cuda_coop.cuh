@@ -26,6 +26,10 @@ class CudaCoop {
   // keeps cuda communicators within a node on rings.
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = false;
+  // Butterfly, halving-doubling and the hierarchical ring: host team only
+  // (kernel build budget).
+  static constexpr bool kHasExchange = false;
+  static constexpr bool kHasHierRing = false;
   // scratch: at least 2 ints of the block's shared memory. report: this
   // block's report in host-mapped memory (null: none); timeoutNs 0: no timeout.
   // Host-callable too: the host pass of this class (one thread, a host

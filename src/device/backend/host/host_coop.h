@@ -44,6 +44,8 @@ class HostCoop {
 
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = true;
+  static constexpr bool kHasExchange = true;
+  static constexpr bool kHasHierRing = true;
   static constexpr int threadRank() { return 0; }
   static constexpr int size() { return 1; }
   static constexpr bool leader() { return true; }
