@@ -40,10 +40,7 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
     auto anyReady = [&] {
       readyMask =
           (sent < sendBytes && fifoCanProduce(send) ? 1 : 0) | (received < recvBytes && fifoCanConsume(recv) ? 2 : 0);
-      if ((readyMask & 2) != 0 && ours != 0) {
-        const uint32_t theirs = fifoSignatureHash(recv);
-        if (theirs != 0 && theirs != ours) coop.recordMismatch(WaitSite{recv.peer, 0, channel}, fifoSignature(recv));
-      }
+      if ((readyMask & 2) != 0 && ours != 0) checkStepSignature(coop, recv, ours, channel);
       return readyMask != 0;
     };
     auto culprit = [&] {

@@ -121,11 +121,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // step of another call is recorded on the team, whose wait then fails.
   WEFT_HD void checkSignatures(int nr) {
     const uint32_t ours = coop_.callSignatureHash();
-    for (int i = 0; i < kMaxRecv && i < nr; ++i) {
-      const uint32_t theirs = fifoSignatureHash(recv_[i]);
-      if (theirs != 0 && theirs != ours)
-        coop_.recordMismatch(WaitSite{recv_[i].peer, 0, channel_}, fifoSignature(recv_[i]));
-    }
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) checkStepSignature(coop_, recv_[i], ours, channel_);
   }
 
   // The first peer not ready: whom a timeout blames.
