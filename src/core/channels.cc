@@ -6,8 +6,10 @@
 #include <optional>
 #include <string>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/params.h"
+#include "core/broken_links.h"
 #include "core/comm.h"
 #include "core/connect.h"
 #include "core/topology.h"
@@ -218,6 +220,68 @@ Status parseProtoFilter(Comm* comm) {
   return okStatus();
 }
 
+// Every rank must avoid the same links: a rank that routed its ring
+// differently would wait forever on a neighbour that does not send to it.
+Status agreeOnBrokenLinks(Comm* comm, const std::string& text) {
+  std::vector<uint64_t> hashes(static_cast<size_t>(comm->nranks));
+  uint64_t mine = 0;
+  for (const auto& [a, b] : comm->brokenLinks.pairs())
+    mine = hashBytes(&a, sizeof a, hashBytes(&b, sizeof b, mine + 1));
+  hashes[static_cast<size_t>(comm->rank)] = mine;
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(hashes.data(), sizeof(uint64_t)));
+  for (int r = 0; r < comm->nranks; ++r)
+    if (hashes[static_cast<size_t>(r)] != mine)
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d: WEFT_BROKEN_LINKS=\"%s\" differs from rank %d's list; every rank must set the same",
+                         comm->rank, text.c_str(), r);
+  return okStatus();
+}
+
+// A tree edge on a broken link: trees are not re-routed, only dropped.
+bool treeUsesBrokenLink(const Comm& comm) {
+  for (const Channel& channel : comm.channels) {
+    const device::TreeView& t = channel.tree;
+    if (t.depth == 0) continue;
+    if (t.up >= 0 && comm.brokenLinks.has(comm.rank, t.up)) return true;
+    for (int i = 0; i < t.nDown; ++i)
+      if (comm.brokenLinks.has(comm.rank, t.down[i])) return true;
+  }
+  return false;
+}
+
+// WEFT_BROKEN_LINKS: rings routed around the links, trees dropped where one
+// uses them (on any rank), and the exchange plan (logical order, relays).
+Status applyBrokenLinks(Comm* comm) {
+  const std::string text = param::brokenLinks();
+  WEFT_ASSIGN_OR_RETURN(comm->brokenLinks, parseBrokenLinks(text, comm->nranks));
+  WEFT_RETURN_IF_ERROR(agreeOnBrokenLinks(comm, text));
+  if (!comm->brokenLinks.empty()) {
+    for (Channel& channel : comm->channels) {
+      WEFT_ASSIGN_OR_RETURN(std::vector<int> ring, routeRing(channel.ringOrder, comm->brokenLinks));
+      setRing(comm, channel, ring);
+      WEFT_INFO(log::kGraph, "Channel %02d ring around broken links:%s", channel.id, listOf(ring).c_str());
+    }
+    std::vector<int32_t> dropTrees(static_cast<size_t>(comm->nranks), 0);
+    dropTrees[static_cast<size_t>(comm->rank)] = treeUsesBrokenLink(*comm) ? 1 : 0;
+    WEFT_RETURN_IF_ERROR(comm->bootstrap->allGather(dropTrees.data(), sizeof(int32_t)));
+    if (std::find(dropTrees.begin(), dropTrees.end(), 1) != dropTrees.end()) {
+      for (Channel& channel : comm->channels) channel.tree = device::TreeView{-1, {-1, -1, -1}, 0, 0};
+      comm->treeDepth = 0;
+      WEFT_INFO(log::kGraph, "trees dropped: they use a broken link");
+    }
+  }
+  auto plan = planExchange(comm->nranks, comm->brokenLinks, device::kMaxRelayDuties);
+  if (!plan.ok()) {
+    WEFT_INFO(log::kGraph, "no Butterfly or HalvingDoubling: %s", plan.status().message().c_str());
+    return okStatus();
+  }
+  comm->exchangePlan = std::make_shared<const ExchangePlan>(std::move(plan.value()));
+  if (!comm->brokenLinks.empty())
+    WEFT_INFO(log::kGraph, "exchange order (logical -> rank):%s, %zu relayed directions",
+              listOf(comm->exchangePlan->physical).c_str(), comm->exchangePlan->relays.size());
+  return okStatus();
+}
+
 }  // namespace
 
 Status buildChannels(Comm* comm) {
@@ -244,13 +308,18 @@ Status buildChannels(Comm* comm) {
   WEFT_ASSIGN_OR_RETURN(comm->topology, buildCommTopology(comm, *mine));
   const bool equal =
       std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n.size() == nodes[0].size(); });
-  if (equal) return planChannels(comm, nodes, *mine);
-  // Trees and per-host segments need hosts of one size.
-  comm->nnodes = static_cast<int>(nodes.size());
-  for (const auto& n : nodes) comm->ranksPerNode = std::max(comm->ranksPerNode, static_cast<int>(n.size()));
-  const auto rings = graph::flatRings(comm->nranks, static_cast<int>(nch));
-  for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
-  WEFT_INFO(log::kGraph, "flat rings: nodes of unequal size");
+  if (equal) {
+    WEFT_RETURN_IF_ERROR(planChannels(comm, nodes, *mine));
+  } else {
+    // Trees and per-host segments need hosts of one size.
+    comm->nnodes = static_cast<int>(nodes.size());
+    for (const auto& n : nodes) comm->ranksPerNode = std::max(comm->ranksPerNode, static_cast<int>(n.size()));
+    const auto rings = graph::flatRings(comm->nranks, static_cast<int>(nch));
+    for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
+    WEFT_INFO(log::kGraph, "flat rings: nodes of unequal size");
+  }
+  WEFT_RETURN_IF_ERROR(applyBrokenLinks(comm));
+  comm->hierPlan = planHierarchy(nodes, comm->brokenLinks);
   return okStatus();
 }
 

@@ -53,12 +53,52 @@ device::ChannelView Channel::buildView(int rank) const {
     }
     v.flatOwnAt = rank;  // peers listed in rank order, this rank between them
   }
+  if (exchangeConnected && exchangePlan != nullptr) buildExchangeView(rank);
+  if (hierConnected && hierPlan != nullptr) buildHierView(rank);
+  v.hostAlgos = &hostAlgos_;
   return v;
+}
+
+void Channel::buildHierView(int rank) const {
+  const HierPlan::Place p = hierPlan->placeOf(rank);
+  hostAlgos_.hier = device::HierView{static_cast<int32_t>(hierPlan->nodes.size()),
+                                     static_cast<int32_t>(hierPlan->nodes[0].size()),
+                                     p.node,
+                                     p.local,
+                                     &recv[static_cast<size_t>(p.intraPrev)]->end,
+                                     &send[static_cast<size_t>(p.intraNext)]->end,
+                                     &recv[static_cast<size_t>(p.interPrev)]->end,
+                                     &send[static_cast<size_t>(p.interNext)]->end};
+}
+
+// Per slot the FIFOs to the partner (or the relay between us), and the
+// directions this rank forwards for others.
+void Channel::buildExchangeView(int rank) const {
+  const ExchangePlan& plan = *exchangePlan;
+  device::ExchangeView& ex = hostAlgos_.exchange;
+  ex = device::ExchangeView{};
+  ex.nranks = static_cast<int32_t>(plan.physical.size());
+  ex.logical = plan.logical[static_cast<size_t>(rank)];
+  ex.physical = plan.physical.data();
+  for (int slot = 0; slot < device::kExchangeSlots; ++slot) {
+    const int hop = plan.hopRank(ex.logical, slot);
+    if (hop < 0) continue;
+    ex.send[slot] = &send[static_cast<size_t>(hop)]->end;
+    ex.recv[slot] = &recv[static_cast<size_t>(hop)]->end;
+  }
+  for (const RelayHop& hop : plan.relays) {
+    if (hop.via != rank || ex.nRelays == device::kMaxRelayDuties) continue;
+    const int from = plan.physical[static_cast<size_t>(hop.from)];
+    const int to = plan.physical[static_cast<size_t>(hop.to)];
+    ex.relays[ex.nRelays++] = device::RelayDuty{hop.slot, hop.from, hop.to, &recv[static_cast<size_t>(from)]->end,
+                                                &send[static_cast<size_t>(to)]->end};
+  }
 }
 
 device::ChannelView Channel::deviceView(int rank) const {
   device::ChannelView v = buildView(rank);
-  v.nFlat = 0;  // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
+  v.nFlat = 0;            // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
+  v.hostAlgos = nullptr;  // nor the exchanges and the hierarchical ring
   v.ring.userRanks = static_cast<const int32_t*>(deviceRingOrder.get());
   if (ring.nranks > 1) {
     v.ringRecv = recv[static_cast<size_t>(ring.prev)]->deviceEnd;

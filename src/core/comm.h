@@ -14,6 +14,7 @@
 
 #include "common/status.h"
 #include "core/bootstrap.h"
+#include "core/broken_links.h"
 #include "core/config.h"
 #include "core/exec_lock.h"
 #include "core/init_timings.h"
@@ -56,8 +57,15 @@ struct Channel {
   // first send/recv that needs them).
   std::vector<std::unique_ptr<transport::Connection>> send;
   std::vector<std::unique_ptr<transport::Connection>> recv;
-  std::shared_ptr<void> deviceRingOrder;  // cuda backend: ringOrder in device memory
-  bool flatConnected = false;             // connected to every other rank (one-shot)
+  std::shared_ptr<void> deviceRingOrder;       // cuda backend: ringOrder in device memory
+  const ExchangePlan* exchangePlan = nullptr;  // the comm's, set when exchangeConnected
+  const HierPlan* hierPlan = nullptr;          // the comm's, set when hierConnected
+  bool flatConnected = false;                  // connected to every other rank (one-shot)
+  // Connected to the partners and relays of the exchange plan (butterfly,
+  // halving-doubling); the view's exchange then points at exchangeView_.
+  bool exchangeConnected = false;
+  // Connected to the hierarchical ring's neighbours (in the node and across).
+  bool hierConnected = false;
 
   // The host-side view of this channel for `rank`, built once and kept until
   // a connection is added (connect.cc) or the flat set completes: a launch
@@ -69,7 +77,10 @@ struct Channel {
 
  private:
   device::ChannelView buildView(int rank) const;
+  void buildExchangeView(int rank) const;
+  void buildHierView(int rank) const;
   mutable device::ChannelView view_{};
+  mutable device::HostAlgoViews hostAlgos_{};
   mutable bool viewStale_ = true;
 };
 
@@ -102,6 +113,13 @@ struct Comm {
   std::unique_ptr<Bootstrap> bootstrap;
   std::vector<PeerInfo> peers;
   std::vector<Channel> channels;
+  // Links no algorithm may use (WEFT_BROKEN_LINKS), and the pairwise-exchange
+  // plan that avoids them; exchangePlan is null when none exists.
+  LinkSet brokenLinks;
+  std::shared_ptr<const ExchangePlan> exchangePlan;
+  // The nodes' ranks for the hierarchical ring; null when it does not apply
+  // (one node, nodes of one rank or of unequal sizes, or a broken link on it).
+  std::shared_ptr<const HierPlan> hierPlan;
   int minChannels = 1;
   int localRanks = 1;           // ranks of this communicator on this host
   int machineRanks = 1;         // ranks on this physical machine (they share its cores)
@@ -153,6 +171,8 @@ struct Comm {
   std::atomic<uint32_t> peerFailed{0};
   std::atomic<bool> failureReported{false};  // this rank told its peers already
   uint64_t launchCount = 0;                  // launches so far (proxy operation ids)
+  uint64_t collSeq = 0;                      // collectives launched so far (call signatures)
+  bool checkCalls = true;                    // WEFT_CHECK_CALLS
   std::unique_ptr<CudaState> cuda;
   // Held while operations run; abort takes it to wait them out. Biased to
   // the calling thread: a repeat runs without taking it (exec_lock.h).

@@ -1,5 +1,9 @@
 #include "core/connect.h"
 
+#include <algorithm>
+#include <ctime>
+
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "core/comm.h"
@@ -107,7 +111,16 @@ Status setupRecv(const ConnectNeed& need) {
   return okStatus();
 }
 
-Status connectSend(const ConnectNeed& need) {
+// A link whose set-up the transport may still have to progress: the sender's
+// connection is not yet in its slot; the receiver's is (setupRecv).
+struct PendingLink {
+  const ConnectNeed* need;
+  transport::LinkSpec spec;
+  std::unique_ptr<transport::Connection> sendConn;  // send side, until finished
+  transport::Connection* conn;
+};
+
+Status connectSend(const ConnectNeed& need, PendingLink* pending) {
   Comm& comm = *need.comm;
   transport::ConnectBlob blob{};
   WEFT_RETURN_IF_ERROR(comm.bootstrap->recv(need.peer, connectTag(need.channel), &blob, sizeof(blob)));
@@ -115,23 +128,86 @@ Status connectSend(const ConnectNeed& need) {
   if (chosen == nullptr)
     return errorStatus(ncclInternalError, "rank %d: rank %d chose unknown transport %u for channel %d", comm.rank,
                        need.peer, blob.transportId, need.channel);
-  auto conn = std::make_unique<transport::Connection>();
-  WEFT_RETURN_IF_ERROR(chosen->connectSend(linkOf(need), blob, conn.get()));
-  const char attached = 1;
-  WEFT_RETURN_IF_ERROR(comm.bootstrap->send(need.peer, attachedTag(need.channel), &attached, 1));
-  WEFT_RETURN_IF_ERROR(finishConnection(comm, conn.get()));
-  adoptNetLink(&comm, conn.get());
-  slot(need) = std::move(conn);
+  pending->sendConn = std::make_unique<transport::Connection>();
+  pending->conn = pending->sendConn.get();
+  return chosen->connectSend(pending->spec, blob, pending->conn);
+}
+
+// A link whose transport finished its side: the sender tells the receiver it
+// attached and takes its slot; either side hands a net link to the proxy.
+Status completeLink(PendingLink* pending) {
+  const ConnectNeed& need = *pending->need;
+  Comm& comm = *need.comm;
+  if (need.isSend) {
+    const char attached = 1;
+    WEFT_RETURN_IF_ERROR(comm.bootstrap->send(need.peer, attachedTag(need.channel), &attached, 1));
+    WEFT_RETURN_IF_ERROR(finishConnection(comm, pending->conn));
+    adoptNetLink(&comm, pending->conn);
+    slot(need) = std::move(pending->sendConn);
+    return okStatus();
+  }
+  adoptNetLink(&comm, pending->conn);
   return okStatus();
 }
 
-Status finishRecv(const ConnectNeed& need) {
-  char attached = 0;
-  WEFT_RETURN_IF_ERROR(need.comm->bootstrap->recv(need.peer, attachedTag(need.channel), &attached, 1));
-  transport::Connection* conn = slot(need).get();
-  WEFT_RETURN_IF_ERROR(conn->transport->finishRecv(linkOf(need), conn));
-  adoptNetLink(need.comm, conn);
+std::string describeLink(const ConnectNeed& need) {
+  return strFormat("rank %d: connecting channel %d %s rank %d", need.comm->rank, need.channel,
+                   need.isSend ? "to" : "from", need.peer);
+}
+
+// The links still waiting when set-up gave up, for the message.
+std::string stuckLinks(const std::vector<PendingLink*>& open) {
+  std::string out;
+  for (size_t i = 0; i < open.size() && i < 4; ++i)
+    out += strFormat("%s channel %d %s %s", i ? "," : "", open[i]->need->channel,
+                     open[i]->need->isSend ? "connect to" : "accept from", open[i]->spec.peerName.c_str());
+  if (open.size() > 4) out += strFormat(" and %zu more", open.size() - 4);
+  return out;
+}
+
+// Polls every unfinished link of every need in turn (a network's connect may
+// finish only once the peer accepts, and that peer may be polling its own
+// connects), until all are finished, one fails, or the bootstrap timeout.
+Status progressAll(std::vector<PendingLink>* links) {
+  std::vector<PendingLink*> open;
+  for (PendingLink& link : *links) open.push_back(&link);
+  // Connects first in every pass: some plugins (fast-socket, and NCCL's own
+  // of before 2.12) block in accept until the peer's connect arrives, and
+  // the peer reaches its connects only if nobody blocks before them.
+  std::stable_partition(open.begin(), open.end(), [](const PendingLink* link) { return link->need->isSend; });
+  const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
+  for (uint32_t pass = 1; !open.empty(); ++pass) {
+    bool finishedAny = false;
+    for (size_t i = 0; i < open.size();) {
+      PendingLink* link = open[i];
+      bool done = false;
+      Status s = link->conn->transport->progressSetup(link->spec, link->conn, &done);
+      if (s.ok() && !done && pass % 1000 == 0 && link->spec.keepWaiting) s = link->spec.keepWaiting();  // ~100 ms
+      if (s.ok() && done) s = completeLink(link);
+      if (!s.ok()) return s.withContext(describeLink(*link->need));
+      if (!done) {
+        ++i;
+        continue;
+      }
+      open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
+      finishedAny = true;
+    }
+    if (open.empty() || finishedAny) continue;
+    if (deadline.expired())
+      return errorStatus(
+          ncclRemoteError, "rank %d: connection set-up unfinished after %lld s (WEFT_BOOTSTRAP_TIMEOUT):%s",
+          open[0]->need->comm->rank, static_cast<long long>(param::bootstrapTimeoutSec()), stuckLinks(open).c_str());
+    struct timespec pause = {0, 100000};
+    nanosleep(&pause, nullptr);
+  }
   return okStatus();
+}
+
+// The sender's word that it attached: the receiver may release its side only
+// after it (shm: unlink the segment's name).
+Status awaitAttached(const ConnectNeed& need) {
+  char attached = 0;
+  return need.comm->bootstrap->recv(need.peer, attachedTag(need.channel), &attached, 1);
 }
 
 }  // namespace
@@ -191,26 +267,37 @@ Result<const transport::Transport*> selectTransport(const Comm& comm, int peer) 
   return &transport::netTransport();
 }
 
+// Receivers first (every setupRecv posts its blob without waiting), then
+// senders attach to the blobs, then every unfinished link of either side is
+// progressed together, then each receiver collects its sender's word.
 Status connectPeers(const std::vector<ConnectNeed>& needs) {
-  auto context = [](const ConnectNeed& need) {
-    return strFormat("rank %d: connecting channel %d %s rank %d", need.comm->rank, need.channel,
-                     need.isSend ? "to" : "from", need.peer);
-  };
-  std::vector<const ConnectNeed*> received;
+  std::vector<PendingLink> pending;
+  pending.reserve(needs.size());
   for (const ConnectNeed& need : needs) {
     if (need.isSend || slot(need)) continue;
     Status s = setupRecv(need);
-    if (!s.ok()) return s.withContext(context(need));
-    received.push_back(&need);
+    if (!s.ok()) return s.withContext(describeLink(need));
+    pending.push_back(PendingLink{&need, linkOf(need), nullptr, slot(need).get()});
   }
+  auto sameSend = [](const ConnectNeed& need) {
+    return [&need](const PendingLink& link) {
+      return link.need->isSend && link.need->comm == need.comm && link.need->channel == need.channel &&
+             link.need->peer == need.peer;
+    };
+  };
   for (const ConnectNeed& need : needs) {
-    if (!need.isSend || slot(need)) continue;
-    Status s = connectSend(need);
-    if (!s.ok()) return s.withContext(context(need));
+    // A link two algorithms need is listed twice; its slot is filled only
+    // once progressAll finishes it.
+    if (!need.isSend || slot(need) || std::any_of(pending.begin(), pending.end(), sameSend(need))) continue;
+    pending.push_back(PendingLink{&need, linkOf(need), nullptr, nullptr});
+    Status s = connectSend(need, &pending.back());
+    if (!s.ok()) return s.withContext(describeLink(need));
   }
-  for (const ConnectNeed* need : received) {
-    Status s = finishRecv(*need);
-    if (!s.ok()) return s.withContext(context(*need));
+  WEFT_RETURN_IF_ERROR(progressAll(&pending));
+  for (const PendingLink& link : pending) {
+    if (link.need->isSend) continue;
+    Status s = awaitAttached(*link.need);
+    if (!s.ok()) return s.withContext(describeLink(*link.need));
   }
   return okStatus();
 }

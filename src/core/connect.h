@@ -1,9 +1,11 @@
 // Choosing a transport per peer and establishing connections, in phases so
 // no rank ever waits on a peer that is itself waiting: first every receiver
 // allocates its FIFOs and posts their descriptions over bootstrap, then every
-// sender collects the descriptions it needs and attaches, then receivers
-// whose transport needs it complete their side (the network's accept, which
-// waits only for senders of the second phase).
+// sender collects the descriptions it needs and attaches, then every link
+// whose transport has a handshake left (the network's connect and accept) is
+// polled in turn, all together, until each is finished: a network whose
+// connect completes only once the peer accepts never stalls on one link
+// while this rank's own accepts wait.
 #pragma once
 
 #include <vector>

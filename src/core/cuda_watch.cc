@@ -13,6 +13,10 @@ bool recordedWaitFailure(const device::WaitReport* reports, int n, device::WaitF
     out->kind = static_cast<device::WaitFailure>(device::loadRelaxed(&reports[i].kind));
     out->site = device::waitWordSite(word);
     out->waitedNs = device::loadRelaxed(&reports[i].waitedNs);
+    if (out->kind == device::WaitFailure::kMismatch) {
+      out->theirs = {device::loadRelaxed(&reports[i].theirs[0]), device::loadRelaxed(&reports[i].theirs[1])};
+      out->ours = {device::loadRelaxed(&reports[i].ours[0]), device::loadRelaxed(&reports[i].ours[1])};
+    }
     return true;
   }
   return false;

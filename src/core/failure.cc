@@ -4,8 +4,43 @@
 #include "common/process.h"
 #include "core/comm.h"
 #include "core/cuda_backend.h"
+#include "core/datatypes.h"
 
 namespace weft::core {
+namespace {
+
+// "AllReduce(count 1024, float, sum, ring, collective #17)": a call as its
+// signature tells it (device/signature.h). AllGather and Broadcast move
+// bytes whatever the type: their size is in bytes.
+std::string describeCall(const device::CallSignature& sig) {
+  using device::Func;
+  static const char* const kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"};
+  static const char* const kOps[] = {"sum", "prod", "max", "min", "premulsum", "avg"};
+  static const char* const kAlgos[] = {
+      "ring", "tree", "one-shot", "butterfly", "halving-doubling", "hierarchical ring"};
+  static_assert(sizeof(kAlgos) / sizeof(kAlgos[0]) == static_cast<size_t>(device::Algo::kCount),
+                "a name per algorithm");
+  if ((sig.word & device::kCallWordValid) == 0) return "another call (its arguments did not arrive in time to name it)";
+  const device::CallFields f = device::unpackCallWord(sig.word);
+  const auto func = static_cast<Func>(f.func);
+  const auto count = static_cast<unsigned long long>(sig.count);
+  if (func == Func::kSendRecv) return strFormat("Send/Recv(%llu bytes)", count);
+  if (f.func < 0 || f.func >= static_cast<int>(Func::kSendRecv))
+    return strFormat("an unknown call (%#llx)", static_cast<unsigned long long>(sig.word));
+  std::string text;
+  if (func == Func::kAllGather || func == Func::kBroadcast)
+    text = strFormat("%s(%llu bytes%s", kFuncs[f.func], count, func == Func::kAllGather ? " per rank" : "");
+  else
+    text = strFormat("%s(count %llu, %s, %s", kFuncs[f.func], count, typeName(static_cast<ncclDataType_t>(f.dtype)),
+                     f.op >= 0 && f.op < 6 ? kOps[f.op] : "op?");
+  if (f.root >= 0) text += strFormat(", root %d", f.root);
+  return text +
+         strFormat(", %s, collective #%u)",
+                   f.algo >= 0 && f.algo < static_cast<int>(device::Algo::kCount) ? kAlgos[f.algo] : "algorithm?",
+                   f.seq);
+}
+
+}  // namespace
 
 Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& failure) {
   const int peer = failure.site.peer;
@@ -55,6 +90,14 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
                               "destroy or abort it",
                               comm.rank, failure.site.channel, where.c_str(), waitingFor, net.message().c_str()));
     }
+    case device::WaitFailure::kMismatch:
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d: mismatched calls on channel %d: this rank called %s, %s sent data for %s. "
+                         "Every rank must make the same calls in the same order, with the same count, datatype, "
+                         "op and root (and a receive the size of its send); the communicator is unusable: destroy or "
+                         "abort it",
+                         comm.rank, failure.site.channel, describeCall(failure.ours).c_str(), where.c_str(),
+                         describeCall(failure.theirs).c_str());
     default: return okStatus();
   }
 }

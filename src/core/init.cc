@@ -159,6 +159,7 @@ void setupWaiting(Comm* comm) {
                                : oversubscribed ? kOversubscribedSpinCount
                                                 : kDefaultSpinCount;
   comm->waitConfig.timeoutNs = param::waitTimeoutSec() * 1000000000ll;
+  comm->checkCalls = param::checkCalls() != 0;
   comm->waitConfig.peerCheckNs = std::max<int64_t>(1, param::peerCheckMs()) * 1000000ll;
   comm->waitConfig.peerPids = comm->peerPids.data();
   comm->waitConfig.nranks = comm->nranks;

@@ -31,7 +31,11 @@ PlanInputs planInputs(const Comm& comm) {
   in.algoFilter = &comm.algoFilter;
   // One-shot runs on the host backend only for now (cuda_coop.cuh).
   in.treesAvailable = comm.treeDepth > 0;
-  in.oneShotAvailable = comm.backend == weftBackendHost;
+  // One-shot talks to every peer: not with broken links.
+  in.oneShotAvailable = comm.backend == weftBackendHost && comm.brokenLinks.empty();
+  // Butterfly and halving-doubling: host team only (cuda_coop.cuh).
+  in.exchangeAvailable = comm.backend == weftBackendHost && comm.exchangePlan != nullptr;
+  in.hierAvailable = comm.backend == weftBackendHost && comm.hierPlan != nullptr;
   in.oversubscribed = comm.oversubscribed;
   // LL needs every link within a node (the proxy moves only Simple slots);
   // the cuda backend uses it only when NCCL_PROTO asks, until it is measured
@@ -41,6 +45,8 @@ PlanInputs planInputs(const Comm& comm) {
   in.llByDefault = comm.backend == weftBackendHost;
   in.directPossible =
       comm.directAllowed && comm.backend == weftBackendHost && comm.nnodes == 1 && allRanksInProcess(comm);
+  in.checkCalls = comm.checkCalls;
+  in.firstSeq = comm.collSeq;
   return in;
 }
 
@@ -60,17 +66,20 @@ bool sameShape(const CollTask& a, const CollTask& b) {
 // depends only on the task's shape and on inputs fixed at init.
 Status planLaunch(Comm* comm) {
   const bool single = comm->collTasks.size() == 1 && comm->p2pTasks.empty();
+  const PlanInputs in = planInputs(*comm);
+  comm->collSeq += comm->collTasks.size();
   if (single && comm->planReusable && sameShape(comm->collTasks[0], comm->plannedTask)) {
     const CollTask& task = comm->collTasks[0];
     for (auto& items : comm->plan.channels)
       for (device::WorkItem& item : items) {
         item.coll.sendbuff = task.sendbuff;
         item.coll.recvbuff = task.recvbuff;
+        item.coll.seq = static_cast<uint32_t>(in.firstSeq);
       }
     return okStatus();
   }
   comm->planReusable = false;
-  WEFT_RETURN_IF_ERROR(planTasks(planInputs(*comm), comm->collTasks, comm->p2pTasks, &comm->plan));
+  WEFT_RETURN_IF_ERROR(planTasks(in, comm->collTasks, comm->p2pTasks, &comm->plan));
   if (single) {
     comm->plannedTask = comm->collTasks[0];
     comm->planReusable = true;
@@ -90,6 +99,44 @@ void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs)
       needs->push_back({comm, c, peer, true});
       needs->push_back({comm, c, peer, false});
     }
+  }
+  for (int c : plan.exchangeChannels) {
+    if (comm->channels[static_cast<size_t>(c)].exchangeConnected) continue;
+    for (int peer : exchangePeers(*comm->exchangePlan, comm->rank)) {
+      needs->push_back({comm, c, peer, true});
+      needs->push_back({comm, c, peer, false});
+    }
+  }
+  for (int c : plan.hierChannels) {
+    if (comm->channels[static_cast<size_t>(c)].hierConnected) continue;
+    const HierPlan::Place p = comm->hierPlan->placeOf(comm->rank);
+    std::vector<int> peers;
+    for (int peer : {p.intraPrev, p.intraNext, p.interPrev, p.interNext})
+      if (std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+    for (int peer : peers) {
+      needs->push_back({comm, c, peer, true});
+      needs->push_back({comm, c, peer, false});
+    }
+  }
+}
+
+void markExchangeConnected(Comm* comm, const Plan& plan) {
+  for (int c : plan.exchangeChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (channel.exchangeConnected) continue;
+    channel.exchangeConnected = true;
+    channel.exchangePlan = comm->exchangePlan.get();
+    channel.invalidateView();
+  }
+}
+
+void markHierConnected(Comm* comm, const Plan& plan) {
+  for (int c : plan.hierChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (channel.hierConnected) continue;
+    channel.hierConnected = true;
+    channel.hierPlan = comm->hierPlan.get();
+    channel.invalidateView();
   }
 }
 
@@ -146,7 +193,7 @@ void postNetSteps(Comm* comm, const Plan& plan) {
 
 // TRACE: what each channel of a launch runs, item by item.
 void traceWorkItems(const Comm& comm, const Plan& plan) {
-  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot"};
+  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot", "Butterfly", "HalvingDoubling", "HierarchicalRing"};
   for (size_t c = 0; c < plan.channels.size(); ++c)
     for (const device::WorkItem& item : plan.channels[c]) {
       if (item.kind != device::WorkItem::Kind::kColl) {
@@ -157,7 +204,7 @@ void traceWorkItems(const Comm& comm, const Plan& plan) {
       WEFT_TRACE(log::kColl,
                  "rank %d channel %zu: func %d algo %s count %llu, elements [%llu, %llu) chunk %llu sendbuff %p "
                  "recvbuff %p",
-                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 3],
+                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 6],
                  static_cast<unsigned long long>(w.count), static_cast<unsigned long long>(w.channelStart),
                  static_cast<unsigned long long>(w.channelStart + w.channelCount),
                  static_cast<unsigned long long>(w.chunkElems), w.sendbuff, static_cast<void*>(w.recvbuff));
@@ -254,13 +301,22 @@ Status launchLocked(Comm* const* comms, size_t n) {
   if (!needs.empty()) {
     Status connected = connectPeers(needs);
     if (!connected.ok()) {
-      for (size_t i = 0; i < n; ++i) markFailed(comms[i], connected);
+      // Connections made on first use (one-shot, exchanges, hierarchical
+      // ring) go through the bootstrap like init's: a peer found gone there
+      // is told to every rank, as init does, so that ranks not talking to it
+      // name it too rather than the first survivor that aborts.
+      for (size_t i = 0; i < n; ++i) {
+        markFailed(comms[i], connected);
+        if (comms[i]->abortFlag.load() == 0) reportInitFailure(comms[i], connected);
+      }
       return connected;
     }
   }
   for (size_t i = 0; i < n; ++i) {
     Plan& plan = comms[i]->plan;
     markFlatConnected(comms[i], plan);
+    markExchangeConnected(comms[i], plan);
+    markHierConnected(comms[i], plan);
     bindP2p(comms[i], &plan, false);
     postNetSteps(comms[i], plan);  // before anything (a worker, a kernel) waits on these steps
     if (log::enabled(log::Level::kTrace, log::kColl | log::kP2p)) traceWorkItems(*comms[i], plan);
@@ -327,9 +383,11 @@ bool repeatable(const Comm& comm) {
 
 void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status) {
   std::vector<device::WorkItem>& items = comm->plan.channels[static_cast<size_t>(comm->repeatChannel)];
+  const uint64_t seq = comm->collSeq++;
   for (device::WorkItem& item : items) {  // the plan's other channels are empty
     item.coll.sendbuff = sendbuff;
     item.coll.recvbuff = recvbuff;
+    item.coll.seq = static_cast<uint32_t>(seq);
   }
   const device::WaitFailureInfo failure =
       device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),

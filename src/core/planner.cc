@@ -71,13 +71,23 @@ void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work
   const tuning::LinkCosts costs = tuning::hostLinkCosts(in.oversubscribed);
   const tuning::Choice choice =
       tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, costs, in.algoFilter ? *in.algoFilter : kAll,
-                              in.treesAvailable, in.oneShotAvailable);
-  WEFT_INFO(log::kTuning, "%s %lld bytes: %s (ring %.1f us, tree %.1f us, one-shot %.1f us; %s)",
-            tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
-            tuning::algorithmName(choice.algo), choice.estimateUs[0], choice.estimateUs[1], choice.estimateUs[2],
-            choice.reason);
-  if (choice.algo == tuning::Algorithm::kTree) work->algo = device::Algo::kTree;
-  if (choice.algo == tuning::Algorithm::kOneShot) work->algo = device::Algo::kOneShot;
+                              in.treesAvailable, in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable);
+  if (log::enabled(log::Level::kInfo, log::kTuning))
+    WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
+              static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),
+              tuning::describeEstimates(choice).c_str(), choice.reason);
+  switch (choice.algo) {
+    case tuning::Algorithm::kTree: work->algo = device::Algo::kTree; break;
+    case tuning::Algorithm::kOneShot: work->algo = device::Algo::kOneShot; break;
+    case tuning::Algorithm::kButterfly: work->algo = device::Algo::kButterfly; break;
+    case tuning::Algorithm::kHalvingDoubling: work->algo = device::Algo::kHalvingDoubling; break;
+    case tuning::Algorithm::kHierarchicalRing: work->algo = device::Algo::kHierRing; break;
+    default: break;
+  }
+}
+
+void addOnce(std::vector<int>* list, int c) {
+  if (std::find(list->begin(), list->end(), c) == list->end()) list->push_back(c);
 }
 
 // Simple or LL (the same choice on every rank). Under LL a chunk spans as
@@ -85,6 +95,9 @@ void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work
 // one chunk still fit in the peer's FIFO without waiting for it.
 void chooseProto(const PlanInputs& in, int64_t totalBytes, uint64_t elemSize, device::CollWork* work) {
   static const tuning::ProtoFilter kAny;
+  // The pairwise exchanges and the hierarchical ring are written for Simple only.
+  if (work->algo != device::Algo::kRing && work->algo != device::Algo::kTree && work->algo != device::Algo::kOneShot)
+    return;
   tuning::ProtoInputs pin;
   pin.coll = collKind(work->func);
   pin.algo = work->algo == device::Algo::kTree      ? tuning::Algorithm::kTree
@@ -125,7 +138,7 @@ uint64_t treeChunk(const PlanInputs& in, const device::CollWork& work) {
   return std::max<uint64_t>(work.alignElems, std::min<uint64_t>(work.chunkElems, wanted));
 }
 
-void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
+void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* plan) {
   const uint64_t elemSize = isDataOnly(task.func) ? 1 : typeSize(task.dtype);
   device::CollWork work = baseWork(in, task, elemSize);
   if (work.count == 0) return;
@@ -134,6 +147,7 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
   if (task.func != Func::kReduce) chooseAlgo(in, totalBytes, &work);
   chooseProto(in, totalBytes, elemSize, &work);
   chooseDirect(in, totalBytes, &work);
+  work.seq = static_cast<uint32_t>(seq);
   const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {
@@ -144,11 +158,13 @@ void planColl(const PlanInputs& in, const CollTask& task, Plan* plan) {
     if (work.algo == device::Algo::kTree) work.chunkElems = treeChunk(in, work);
     device::WorkItem item{};
     item.kind = device::WorkItem::Kind::kColl;
+    item.checkCalls = in.checkCalls ? 1 : 0;
     item.coll = work;
     plan->channels[static_cast<size_t>(c)].push_back(item);
-    if (work.algo == device::Algo::kOneShot &&
-        std::find(plan->flatChannels.begin(), plan->flatChannels.end(), c) == plan->flatChannels.end())
-      plan->flatChannels.push_back(c);
+    if (work.algo == device::Algo::kOneShot) addOnce(&plan->flatChannels, c);
+    if (work.algo == device::Algo::kButterfly || work.algo == device::Algo::kHalvingDoubling)
+      addOnce(&plan->exchangeChannels, c);
+    if (work.algo == device::Algo::kHierRing) addOnce(&plan->hierChannels, c);
   }
 }
 
@@ -189,6 +205,7 @@ void planPeers(const PlanInputs& in, const std::vector<P2pTask>& p2ps, Plan* pla
     for (size_t i = 0; i < std::max(sends.size(), recvs.size()); ++i) {
       device::WorkItem item{};
       item.kind = device::WorkItem::Kind::kP2p;
+      item.checkCalls = in.checkCalls ? 1 : 0;
       P2pBinding binding{channel, plan->channels[static_cast<size_t>(channel)].size(), -1, -1};
       if (i < sends.size()) {
         item.p2p.sendbuff = static_cast<const char*>(sends[i]->sendbuff);
@@ -215,14 +232,17 @@ void Plan::reset(int nChannels) {
   p2p.clear();
   selfCopies.clear();
   flatChannels.clear();
+  exchangeChannels.clear();
+  hierChannels.clear();
 }
 
 Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,
                  Plan* plan) {
   plan->reset(in.channels);
+  uint64_t seq = in.firstSeq;
   for (const CollTask& task : colls) {
     beginBatch(plan, keyOf(task));
-    planColl(in, task, plan);
+    planColl(in, task, seq++, plan);
     endBatch(plan);
   }
   if (!p2ps.empty()) {

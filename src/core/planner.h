@@ -23,9 +23,11 @@ struct PlanInputs {
   int chunkSteps;
   tuning::Shape shape{1, 1, 1, 0};  // nodes, ranks per node, tree depth
   const tuning::AlgoFilter* algoFilter = nullptr;
-  bool treesAvailable = false;    // the backend runs trees and the channels have them
-  bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
-  bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
+  bool treesAvailable = false;     // the backend runs trees and the channels have them
+  bool oneShotAvailable = false;   // the backend runs one-shot AllReduce
+  bool oversubscribed = false;     // ranks outnumber cores: every hand-off waits for a core
+  bool exchangeAvailable = false;  // the backend runs Butterfly/HalvingDoubling and a plan exists
+  bool hierAvailable = false;      // the backend runs the hierarchical ring and the nodes suit it
   // Protocols: NCCL_PROTO (null: any); whether LL can run (the backend has
   // it and every link is within a node) and is picked without being asked.
   const tuning::ProtoFilter* protoFilter = nullptr;
@@ -34,6 +36,10 @@ struct PlanInputs {
   // Every rank is a thread of this process and the backend has direct mode:
   // large ring calls write straight into the peers' user buffers.
   bool directPossible = false;
+  // Call signatures (device/signature.h): off with WEFT_CHECK_CALLS=0. The
+  // collectives planned get sequence numbers firstSeq, firstSeq + 1, ...
+  bool checkCalls = true;
+  uint64_t firstSeq = 0;
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.
@@ -70,6 +76,11 @@ struct Plan {
   // Channels whose items talk to every other rank (one-shot): connected to
   // all peers before launch.
   std::vector<int> flatChannels;
+  // Channels whose items exchange with partners (butterfly, halving-
+  // doubling): connected to the exchange plan's partners and relays first.
+  std::vector<int> exchangeChannels;
+  // Channels running the hierarchical ring: connected to its neighbours first.
+  std::vector<int> hierChannels;
 
   // Empties the plan for `nChannels` channels, keeping every allocation:
   // the communicator plans each launch into the same Plan.

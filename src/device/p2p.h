@@ -30,11 +30,17 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
   const int64_t recvBytes = hasRecv ? static_cast<int64_t>(work.recvBytes) : 0;
   int64_t sent = 0;
   int64_t received = 0;
+  // Steps carry the send's size; the receiver expects its own, which the
+  // call signature holds (device/signature.h).
+  const uint32_t ours = coop.callSignatureHash();
+  const CallSignature sendSig{coop.callSignature().word, static_cast<uint64_t>(sendBytes)};
+  const uint32_t sendHash = callHash(sendSig);
   while (sent < sendBytes || received < recvBytes) {
     int readyMask = 0;
     auto anyReady = [&] {
       readyMask =
           (sent < sendBytes && fifoCanProduce(send) ? 1 : 0) | (received < recvBytes && fifoCanConsume(recv) ? 2 : 0);
+      if ((readyMask & 2) != 0 && ours != 0) checkStepSignature(coop, recv, ours, channel);
       return readyMask != 0;
     };
     auto culprit = [&] {
@@ -49,6 +55,7 @@ WEFT_HD void runSendRecv(Coop& coop, const P2pWork& work, int channel) {
       coop.sync();
       if (coop.leader()) {
         coop.publishFence();
+        if (sendHash != 0) fifoSign(send, sendSig, sendHash);
         fifoPublish(send, n);
       } else {
         send.step += 1;

@@ -10,6 +10,8 @@
 //   send(src)                 recv(dst)
 //   recvReduceSend(src)       recvReduceCopy(src, dst)
 //   recvReduceCopyInOrder(src, dst, ownAt)  (inputs combined in rank order)
+//   recvReduceCopyResult(partial, dst, ownAt)  (the same on a partial result)
+//   recvSend()                (forward a peer's data to another: a relay)
 //   recvReduceCopySend(src, dst)                 recvCopySend(dst)
 //   copySend(src, dst)        localCopy(src, dst)
 //   directSend / directRecv / directRecvCopySend: the same data movement
@@ -20,6 +22,7 @@
 #pragma once
 
 #include "device/portable.h"
+#include "device/step_fifo.h"
 
 namespace weft::device {
 
@@ -43,6 +46,14 @@ struct WaitSite {
   int32_t isSend;  // 1: waiting for the peer to free a slot; 0: for data
   int32_t channel;
 };
+
+// A received step of another call than `ours` (device/signature.h) is
+// recorded on the team, whose wait then fails. Unsigned steps (hash 0) pass.
+template <typename Coop>
+WEFT_HD void checkStepSignature(Coop& coop, const FifoEnd& end, uint32_t ours, int channel) {
+  const uint32_t theirs = fifoSignatureHash(end);
+  if (theirs != 0 && theirs != ours) coop.recordMismatch(WaitSite{end.peer, 0, channel}, fifoSignature(end));
+}
 
 }  // namespace weft::device
 

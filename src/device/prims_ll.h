@@ -41,6 +41,40 @@ WEFT_HD char* llStepLines(const FifoEnd& end) {
   return end.llLines + static_cast<int64_t>(end.llStep % kFifoSteps) * end.llStepBytes;
 }
 
+// Call signatures of LL steps (device/signature.h). The producer writes, per
+// step, the call in full and then one LL pack whose payload is the call's
+// hash (0: unchecked), so the pack arrives like the data: no counter, no
+// fence. The consumer compares the hash before it releases the step. The
+// full words are not ordered with the pack; they serve only to name a
+// mismatch, and are believed only when they hash to the pack's payload.
+static_assert(sizeof(FifoControl::llSigPacks[0]) == kLLPackLineBytes, "one LL pack per slot");
+
+WEFT_HD char* llSigPack(const FifoEnd& end) {
+  return reinterpret_cast<char*>(fifoControl(end)->llSigPacks[end.llStep % kFifoSteps]);
+}
+
+WEFT_HD void llSign(FifoEnd& end, const CallSignature& sig, uint32_t hash) {
+  FifoControl* control = fifoControl(end);
+  const uint64_t slot = end.llStep % kFifoSteps;
+  if (hash != 0) {
+    storeRelaxed(&control->llSigs[slot][0], sig.word);
+    storeRelaxed(&control->llSigs[slot][1], sig.count);
+  }
+  llStorePack(llSigPack(end), hash, llFlag(end.llStep));
+}
+
+// The call a mismatched LL step came from, if its words have arrived (they
+// hash to `hash`); word 0 (not readable) otherwise.
+WEFT_HD CallSignature llSignature(const FifoEnd& end, uint32_t hash) {
+  const FifoControl* control = fifoControl(end);
+  const uint64_t slot = end.llStep % kFifoSteps;
+  for (int tries = 0; tries < 1024; ++tries) {
+    const CallSignature sig{loadRelaxed(&control->llSigs[slot][0]), loadRelaxed(&control->llSigs[slot][1])};
+    if (callHash(sig) == hash) return sig;
+  }
+  return CallSignature{0, 0};
+}
+
 template <typename T, typename RedOp, typename FanT, typename Coop>
 class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
   static constexpr int kMaxRecv = FanT::kMaxRecv;
@@ -135,6 +169,36 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
     return WaitSite{-1, 1, channel_};
   }
 
+  // Leader, after every send peer's step is free: this call signs it.
+  WEFT_HD void signSteps(int ns) {
+    const uint32_t hash = coop_.callSignatureHash();
+    for (int i = 0; i < kMaxSend && i < ns; ++i) llSign(send_[i], coop_.callSignature(), hash);
+  }
+
+  // Leader: whether every receive peer's signature pack for this step has
+  // come; a pack from another call records the mismatch (the wait then fails).
+  WEFT_HD bool signaturesArrived(int nr) {
+    const uint32_t ours = coop_.callSignatureHash();
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) {
+      uint64_t theirs = 0;
+      if (!llLoadPack(llSigPack(recv_[i]), llFlag(recv_[i].llStep), &theirs)) return false;
+      const auto hash = static_cast<uint32_t>(theirs);
+      if (hash != 0 && hash != ours) {
+        coop_.recordMismatch(WaitSite{recv_[i].peer, 0, channel_}, llSignature(recv_[i], hash));
+        return true;
+      }
+    }
+    return true;
+  }
+
+  WEFT_HD WaitSite signatureCulprit(int nr) {
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) {
+      uint64_t theirs = 0;
+      if (!llLoadPack(llSigPack(recv_[i]), llFlag(recv_[i].llStep), &theirs)) return WaitSite{recv_[i].peer, 0, channel_};
+    }
+    return WaitSite{-1, 0, channel_};
+  }
+
   WEFT_HD static void loadElems(Pack& pack, const T* from, int count) {
     for (int e = 0; e < count; ++e) pack.elems[e] = from[e];
   }
@@ -206,6 +270,9 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
     for (int64_t offset = 0; offset < nelem; offset += sliceElems) {
       const int64_t n = minOf(sliceElems, nelem - offset);
       bool ok = ns == 0 || coop_.waitUntil([&] { return sendReady(ns); }, [&] { return sendCulprit(ns); });
+      if (ok && ns > 0 && coop_.leader()) signSteps(ns);
+      if (ok && nr > 0 && coop_.callSignatureHash() != 0)
+        ok = coop_.waitUntil([&] { return signaturesArrived(nr); }, [&] { return signatureCulprit(nr); });
       const int64_t packs = divUp<int64_t>(n, kPerPack);
       for (int64_t p = coop_.threadRank(); ok && p < packs; p += coop_.size()) {
         const int count = static_cast<int>(minOf<int64_t>(kPerPack, n - p * kPerPack));

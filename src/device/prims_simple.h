@@ -65,6 +65,13 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void recvReduceCopyInOrder(const T* src, T* dst, int64_t n, int ownAt, bool post) {
     genericOp<true, false, true, true>(src, dst, n, true, post, ownAt);
   }
+  // recvReduceCopyInOrder of a partial result (no pre-op: it was applied when
+  // the inputs were first read), for algorithms that combine partials.
+  WEFT_HD void recvReduceCopyResult(const T* partial, T* dst, int64_t n, int ownAt, bool post) {
+    genericOp<true, false, true, true>(partial, dst, n, false, post, ownAt);
+  }
+  // Forwards what one peer sent to another, unchanged (a relay).
+  WEFT_HD void recvSend(int64_t n) { genericOp<true, true, false, false>(nullptr, nullptr, n, false, false); }
   WEFT_HD void recvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
     genericOp<true, true, true, true>(src, dst, n, true, post);
   }
@@ -163,7 +170,15 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       if (!fifoCanConsume(recv_[i])) return false;
     for (int i = 0; i < kMaxSend && i < ns; ++i)
       if (!fifoCanProduce(send_[i])) return false;
+    if (nr > 0 && coop_.callSignatureHash() != 0) checkSignatures(nr);
     return true;
+  }
+
+  // Every step received must belong to this call (device/signature.h); a
+  // step of another call is recorded on the team, whose wait then fails.
+  WEFT_HD void checkSignatures(int nr) {
+    const uint32_t ours = coop_.callSignatureHash();
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) checkStepSignature(coop_, recv_[i], ours, channel_);
   }
 
   // The first peer not ready: whom a timeout blames.
@@ -217,7 +232,11 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void advance(int nr, int ns, int64_t bytes, bool publish) {
     if (publish && coop_.leader()) {
       coop_.publishFence();
-      for (int i = 0; i < kMaxSend && i < ns; ++i) fifoPublish(send_[i], bytes);
+      const uint32_t hash = coop_.callSignatureHash();
+      for (int i = 0; i < kMaxSend && i < ns; ++i) {
+        if (hash != 0) fifoSign(send_[i], coop_.callSignature(), hash);
+        fifoPublish(send_[i], bytes);
+      }
       for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(recv_[i]);
       return;
     }

@@ -7,6 +7,9 @@
 
 #include <type_traits>
 
+#include "device/butterfly.h"
+#include "device/halving_doubling.h"
+#include "device/hier_ring.h"
 #include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/primitives.h"
@@ -66,6 +69,51 @@ WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work) {
   return true;
 }
 
+// Pairwise exchanges (butterfly, halving-doubling): primitives over one
+// slot's partner, or one relay duty's two ends, made per use.
+template <typename T, typename RedOp, typename Coop>
+struct ExchangePrims {
+  Coop& coop;
+  const RedOp& op;
+  const ChannelView& channel;
+  WEFT_HD RingPrims<T, RedOp, Coop> slot(int s) const {
+    const ExchangeView& ex = channel.hostAlgos->exchange;
+    const int peers = ex.send[s] != nullptr ? 1 : 0;
+    return RingPrims<T, RedOp, Coop>(coop, op, channel.id, &ex.recv[s], peers, &ex.send[s], peers);
+  }
+  WEFT_HD RingPrims<T, RedOp, Coop> relay(int d) const {
+    const RelayDuty& duty = channel.hostAlgos->exchange.relays[d];
+    return RingPrims<T, RedOp, Coop>(coop, op, channel.id, &duty.recv, 1, &duty.send, 1);
+  }
+};
+
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runExchangeAlgo(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  const ExchangePrims<T, RedOp, Coop> make{coop, op, channel};
+  auto slot = [&](int s) { return make.slot(s); };
+  auto relay = [&](int d) { return make.relay(d); };
+  const ExchangeView& ex = channel.hostAlgos->exchange;
+  if (work.func == Func::kAllGather) return doublingAllGather<T>(ex, work, slot, relay);
+  if (work.algo == Algo::kButterfly) return butterflyAllReduce<T>(ex, work, slot, relay);
+  halvingDoublingAllReduce<T>(ex, work, slot, relay);
+}
+
+// Hierarchical ring AllReduce: the node's ring with the user's functor, the
+// ring across nodes with it minus its pre-op (it combines partial results).
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runHierRingAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  const HierView& h = channel.hostAlgos->hier;
+  RingPrims<T, RedOp, Coop> intra(coop, op, channel.id, &h.intraRecv, 1, &h.intraSend, 1);
+  RingPrims<T, NoPreOp<RedOp>, Coop> inter(coop, NoPreOp<RedOp>(op), channel.id, &h.interRecv, 1, &h.interSend, 1);
+  hierRingAllReduce<T>(intra, inter, h, work);
+}
+
+WEFT_HD bool isExchange(Algo algo) { return algo == Algo::kButterfly || algo == Algo::kHalvingDoubling; }
+
+// The algorithms written for both protocols; the others run under Simple
+// whatever the call asked (the planner gives them Simple anyway).
+WEFT_HD bool hasLLForm(Algo algo) { return algo == Algo::kRing || algo == Algo::kTree || algo == Algo::kOneShot; }
+
 // AllReduce, ReduceScatter and Reduce with functor RedOp.
 template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
 WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
@@ -98,6 +146,10 @@ WEFT_HD void runDataOnlyProto(Coop& coop, const ChannelView& channel, const Coll
       return oneShotBroadcast<uint8_t>(out, peerRecv, work, channel.flatOwnAt);
     }
   }
+  if constexpr (Coop::kHasExchange && std::is_same_v<P, ProtoSimple>) {
+    if (isExchange(work.algo) && work.func == Func::kAllGather)
+      return runExchangeAlgo<uint8_t>(coop, channel, work, FuncCopy<uint8_t>());
+  }
   const int peers = channel.ring.nranks > 1 ? 1 : 0;
   FifoEnd* recvs[1] = {channel.ringRecv};
   FifoEnd* sends[1] = {channel.ringSend};
@@ -113,7 +165,7 @@ WEFT_HD void runDataOnlyProto(Coop& coop, const ChannelView& channel, const Coll
 template <typename Coop>
 WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork& work) {
   if constexpr (Coop::kHasLL) {
-    if (work.proto == Proto::kLL) return runDataOnlyProto<Coop, ProtoLL>(coop, channel, work);
+    if (work.proto == Proto::kLL && hasLLForm(work.algo)) return runDataOnlyProto<Coop, ProtoLL>(coop, channel, work);
   }
   runDataOnlyProto<Coop, ProtoSimple>(coop, channel, work);
 }
@@ -145,9 +197,10 @@ WEFT_HD auto makeOp(const CollWork& work) {
 
 template <typename T, RedOpKind K, typename Coop, typename P>
 WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  // Trees and one-shot are instantiated only for teams that declare them
-  // (trees: both; one-shot: the host team); the planner never gives them to
-  // a backend whose team lacks them.
+  // Trees, one-shot, the pairwise exchanges and the hierarchical ring are
+  // instantiated only for teams that declare them (trees: both; the others:
+  // the host team); the planner never gives them to a backend whose team
+  // lacks them. The exchanges and the hierarchical ring run under Simple only.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
@@ -158,6 +211,14 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
     if (work.algo == Algo::kOneShot && work.func == Func::kReduceScatter)
       return runOneShotReduceScatter<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
+  if constexpr (Coop::kHasExchange && std::is_same_v<P, ProtoSimple>) {
+    if (isExchange(work.algo) && work.func == Func::kAllReduce)
+      return runExchangeAlgo<T>(coop, channel, work, makeOp<T, K>(work));
+  }
+  if constexpr (Coop::kHasHierRing && std::is_same_v<P, ProtoSimple>) {
+    if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce)
+      return runHierRingAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
+  }
   runRingReducing<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
 }
 
@@ -166,7 +227,7 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
   if constexpr (Coop::kHasLL) {
-    if (work.proto == Proto::kLL) return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
+    if (work.proto == Proto::kLL && hasLLForm(work.algo)) return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
   }
   runReducingProto<T, K, Coop, ProtoSimple>(coop, channel, work);
 }

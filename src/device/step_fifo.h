@@ -16,8 +16,11 @@
 // no wrap in practice), so "a > b" comparisons need no modular care.
 #pragma once
 
+#include <stddef.h>
+
 #include "device/atomics.h"
 #include "device/portable.h"
+#include "device/signature.h"
 
 namespace weft::device {
 
@@ -28,6 +31,10 @@ constexpr int kFifoSteps = 8;
 // false sharing between them would turn every poll into a line transfer.
 struct FifoControl {
   alignas(128) uint64_t tail;
+  // callHash() of each slot's call, written with the data beside `tail`:
+  // the consumer's load of `tail` brings this line, so checking the call
+  // costs no extra line transfer. 0 until a checking producer writes it.
+  uint32_t sigHash[kFifoSteps];
   alignas(128) uint64_t head;
   // Bytes in each slot, written before `tail` is released. The consumer in a
   // kernel does not need them (both ends compute sizes identically); the
@@ -41,7 +48,20 @@ struct FifoControl {
   // writes into it only after seeing that very sequence number.
   alignas(128) uint64_t directSeq;
   uint64_t directBase;
+  // The call each step belongs to in full (device/signature.h): written with
+  // the data, read by the consumer only when the hash differs, to name it.
+  alignas(128) uint64_t sigs[kFifoSteps][2];
+  // The same for LL steps (prims_ll.h), which have no tail to sit beside:
+  // per slot one LL pack (16 bytes of line memory) whose payload is the
+  // call's hash, flagged with the step like the data, and the call in full.
+  alignas(128) uint64_t llSigPacks[kFifoSteps][2];
+  uint64_t llSigs[kFifoSteps][2];
 };
+
+// FifoEnd::tail points at the start of its FifoControl.
+static_assert(offsetof(FifoControl, tail) == 0, "tail must open the FifoControl");
+static_assert(offsetof(FifoControl, sigHash) + sizeof(uint32_t) * kFifoSteps <= 64,
+              "the call hashes must share tail's cache line");
 
 // Line bytes of one LL step: as large as a Simple slot, at most
 // kLLMaxStepBytes, at least 128 and a multiple of it, so that the payload of
@@ -113,12 +133,36 @@ WEFT_HD void fifoPublish(FifoEnd& end, int64_t bytes) {
   storeRelease(end.tail, end.step);
 }
 
+WEFT_HD FifoControl* fifoControl(const FifoEnd& end) { return reinterpret_cast<FifoControl*>(end.tail); }
+
+// The signature of the step about to be published, and its hash (before
+// fifoPublish, whose release makes them visible with the data).
+WEFT_HD void fifoSign(FifoEnd& end, const CallSignature& sig, uint32_t hash) {
+  FifoControl* control = fifoControl(end);
+  const uint64_t slot = end.step % kFifoSteps;
+  storeRelaxed(&control->sigs[slot][0], sig.word);
+  storeRelaxed(&control->sigs[slot][1], sig.count);
+  storeRelaxed(&control->sigHash[slot], hash);
+}
+
 // Consumer side -------------------------------------------------------------
 
 WEFT_HD bool fifoCanConsume(FifoEnd& end) {
   if (end.seen > end.step) return true;
   end.seen = loadAcquire(end.tail);
   return end.seen > end.step;
+}
+
+// The hash and the signature of the step about to be consumed (after
+// fifoCanConsume's acquire); 0 and word 0 when the producer did not sign it.
+WEFT_HD uint32_t fifoSignatureHash(const FifoEnd& end) {
+  return loadRelaxed(&fifoControl(end)->sigHash[end.step % kFifoSteps]);
+}
+
+WEFT_HD CallSignature fifoSignature(const FifoEnd& end) {
+  const FifoControl* control = fifoControl(end);
+  const uint64_t slot = end.step % kFifoSteps;
+  return CallSignature{loadRelaxed(&control->sigs[slot][0]), loadRelaxed(&control->sigs[slot][1])};
 }
 
 WEFT_HD int64_t fifoSlotBytes(const FifoEnd& end) { return loadRelaxed(&end.sizes[end.step % kFifoSteps]); }

@@ -11,6 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "device/butterfly.h"
+#include "device/halving_doubling.h"
+#include "device/hier_ring.h"
 #include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/portable.h"
@@ -63,6 +66,8 @@ class CountingPrims {
   void recvReduceSend(const T*, int64_t n) { count(n, true, true); }
   void recvReduceCopy(const T*, T*, int64_t n, bool) { count(n, true, false); }
   void recvReduceCopyInOrder(const T*, T*, int64_t n, int, bool) { count(n, true, false); }
+  void recvReduceCopyResult(const T*, T*, int64_t n, int, bool) { count(n, true, false); }
+  void recvSend(int64_t n) { count(n, true, true); }
   void recvReduceCopySend(const T*, T*, int64_t n, bool) { count(n, true, true); }
   void recvCopySend(T*, int64_t n) { count(n, true, true); }
   void copySend(const T*, T*, int64_t n) { count(n, false, true); }
@@ -108,6 +113,24 @@ void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally
       case Func::kBroadcast: return oneShotBroadcast<T>(fan, peerRecv, work, channel.flatOwnAt);
       default: return;
     }
+  }
+  if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce && channel.hostAlgos != nullptr) {
+    const HierView& h = channel.hostAlgos->hier;
+    CountingPrims<T> intra(tally, &h.intraRecv, 1, &h.intraSend, 1);
+    CountingPrims<T> inter(tally, &h.interRecv, 1, &h.interSend, 1);
+    return hierRingAllReduce<T>(intra, inter, h, work);
+  }
+  if ((work.algo == Algo::kButterfly || work.algo == Algo::kHalvingDoubling) && channel.hostAlgos != nullptr &&
+      (work.func == Func::kAllReduce || work.func == Func::kAllGather)) {
+    const ExchangeView& ex = channel.hostAlgos->exchange;
+    auto slot = [&](int s) {
+      const int peers = ex.send[s] != nullptr ? 1 : 0;
+      return CountingPrims<T>(tally, &ex.recv[s], peers, &ex.send[s], peers);
+    };
+    auto relay = [&](int d) { return CountingPrims<T>(tally, &ex.relays[d].recv, 1, &ex.relays[d].send, 1); };
+    if (work.func == Func::kAllGather) return doublingAllGather<T>(ex, work, slot, relay);
+    if (work.algo == Algo::kButterfly) return butterflyAllReduce<T>(ex, work, slot, relay);
+    return halvingDoublingAllReduce<T>(ex, work, slot, relay);
   }
   if (work.algo == Algo::kTree && work.func == Func::kAllReduce) {
     const TreeView& tree = channel.tree;

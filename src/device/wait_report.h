@@ -19,16 +19,20 @@
 
 #include "device/portable.h"
 #include "device/primitives.h"
+#include "device/signature.h"
 
 namespace weft::device {
 
 // kPeerFailed: another rank reported a failure (a failure notice, core/failure.h).
-enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited, kNetwork, kPeerFailed };
+// kMismatch: a step from site.peer belongs to another call (device/signature.h).
+enum class WaitFailure : uint8_t { kNone = 0, kAborted, kTimeout, kPeerExited, kNetwork, kPeerFailed, kMismatch };
 
 struct WaitFailureInfo {
   WaitFailure kind = WaitFailure::kNone;
   WaitSite site{-1, 0, -1};
   int64_t waitedNs = 0;
+  CallSignature theirs{0, 0};  // kMismatch: the peer's call
+  CallSignature ours{0, 0};    // kMismatch: this rank's call
 };
 
 enum class WaitState : uint32_t { kIdle = 0, kWaiting = 1, kFailed = 2 };
@@ -38,6 +42,8 @@ struct WaitReport {
   int64_t waitedNs;  // kFailed: how long the wait lasted
   uint32_t kind;     // kFailed: a WaitFailure
   uint32_t pad;
+  uint64_t theirs[2];  // kMismatch: the peer's CallSignature
+  uint64_t ours[2];    // kMismatch: this rank's
 };
 
 // A kernel's wait is announced once it has lasted this long: short waits

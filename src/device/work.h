@@ -3,6 +3,7 @@
 // data; pointers are valid where the channel runs.
 #pragma once
 
+#include "device/exchange.h"
 #include "device/portable.h"
 #include "device/reduce_ops.h"
 #include "device/step_fifo.h"
@@ -10,7 +11,9 @@
 namespace weft::device {
 
 enum class Func : uint8_t { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kSendRecv, kCount };
-enum class Algo : uint8_t { kRing = 0, kTree, kOneShot, kCount };
+// kButterfly and kHalvingDoubling: pairwise exchanges (exchange.h);
+// kHierRing: hierarchical ring (hier_ring.h).
+enum class Algo : uint8_t { kRing = 0, kTree, kOneShot, kButterfly, kHalvingDoubling, kHierRing, kCount };
 enum class Proto : uint8_t { kSimple = 0, kLL, kLL128, kCount };
 
 // Element types, numbered as ncclDataType_t.
@@ -68,6 +71,26 @@ struct TreeView {
   int32_t depth;  // levels of the whole tree (for chunk sizing)
 };
 
+// Hierarchical ring (hier_ring.h): this rank's place among N nodes of m
+// ranks and the FIFOs of its two rings.
+struct HierView {
+  int32_t nodes;       // N
+  int32_t perNode;     // m
+  int32_t node;        // this rank's node
+  int32_t local;       // this rank's index in its node
+  FifoEnd* intraRecv;  // from local - 1 of this node
+  FifoEnd* intraSend;  // to local + 1
+  FifoEnd* interRecv;  // from the same local index on node - 1
+  FifoEnd* interSend;  // to node + 1
+};
+
+// Views of the algorithms only the host team runs, whose FIFOs are
+// connected on first use: exchange.nranks / hier.nodes are 0 until then.
+struct HostAlgoViews {
+  ExchangeView exchange;
+  HierView hier;
+};
+
 struct ChannelView {
   int32_t id;
   int32_t rank;
@@ -87,6 +110,8 @@ struct ChannelView {
   int32_t flatOwnAt;  // this rank's position among the flat peers' ranks
   FifoEnd* flatRecv[kMaxFlatPeers];
   FifoEnd* flatSend[kMaxFlatPeers];
+  // Null on the cuda backend.
+  const HostAlgoViews* hostAlgos;
 };
 
 // One collective's share on one channel. For AllReduce, Broadcast and Reduce
@@ -101,8 +126,9 @@ struct CollWork {
   DataType dtype;
   RedOpKind op;
   uint8_t scalarIsPointer;  // PreMulSum: scalar read through scalarPtr at run time
-  uint16_t direct;          // 1: ring verbs write into the peers' user buffers where a link allows (direct mode)
-  int32_t root;             // rank, for Broadcast and Reduce
+  uint16_t direct;  // 1: ring verbs write into the peers' user buffers where a link allows (direct mode)
+  int32_t root;     // rank, for Broadcast and Reduce
+  uint32_t seq;     // the communicator's collective count at this call (call signatures)
   const void* sendbuff;
   void* recvbuff;
   uint64_t count;
@@ -130,8 +156,25 @@ struct P2pWork {
 struct WorkItem {
   enum class Kind : uint8_t { kColl, kP2p };
   Kind kind;
-  CollWork coll;  // kColl
-  P2pWork p2p;    // kP2p
+  uint8_t checkCalls;  // steps carry and check call signatures (WEFT_CHECK_CALLS)
+  CollWork coll;       // kColl
+  P2pWork p2p;         // kP2p
 };
+
+// What this rank's steps of `item` carry and expect (device/signature.h):
+// the collective's own fields, so nothing is stored twice; for send/recv,
+// the receive's size (a send signs its own size).
+WEFT_HD CallSignature itemSignature(const WorkItem& item) {
+  if (!item.checkCalls) return CallSignature{0, 0};
+  if (item.kind == WorkItem::Kind::kP2p)
+    return CallSignature{packCallWord({static_cast<int>(Func::kSendRecv), 0, 0, 0, -1, 0}), item.p2p.recvBytes};
+  const CollWork& w = item.coll;
+  const bool rooted = w.func == Func::kBroadcast || w.func == Func::kReduce;
+  const bool reducing = w.func != Func::kAllGather && w.func != Func::kBroadcast;
+  return CallSignature{
+      packCallWord({static_cast<int>(w.func), static_cast<int>(w.dtype), reducing ? static_cast<int>(w.op) : 0,
+                    static_cast<int>(w.algo), rooted ? w.root : -1, w.seq}),
+      w.count};
+}
 
 }  // namespace weft::device

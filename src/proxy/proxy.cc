@@ -107,7 +107,7 @@ Status ProgressEngine::netFailure(const NetLink& l, const char* what, ncclResult
   return errorStatus(code == ncclSuccess ? ncclSystemError : code,
                      "network %s %s on channel %d failed at step %llu (%s %s returned %s%s%s)",
                      l.isSend ? "send to" : "receive from", l.peerName.c_str(), l.channel,
-                     static_cast<unsigned long long>(l.completed), l.net->api->name, what, resultName(code),
+                     static_cast<unsigned long long>(l.completed), l.net->api->name(), what, resultName(code),
                      detail.empty() ? "" : ": ", detail.c_str());
 }
 
@@ -119,7 +119,8 @@ Result<bool> ProgressEngine::progressSend(NetLink& l) {
   while (l.posted < l.target && l.posted < published) {
     const int64_t bytes = device::loadRelaxed(&l.fifo.sizes[l.posted % device::kFifoSteps]);
     void* request = nullptr;
-    ncclResult_t rc = l.net->api->isend(l.comm, slotOf(l, l.posted), static_cast<int>(bytes), 0, l.mhandle, &request);
+    ncclResult_t rc =
+        l.net->api->isend(l.comm, slotOf(l, l.posted), static_cast<size_t>(bytes), 0, l.mhandle, &request);
     if (rc != ncclSuccess) return netFailure(l, "isend", rc);
     if (request == nullptr) break;  // the network is busy; retry next pass
     l.requests[l.posted % device::kFifoSteps] = request;
@@ -146,7 +147,7 @@ Result<bool> ProgressEngine::progressRecv(NetLink& l) {
   const uint64_t freed = device::loadAcquire(l.fifo.head);
   while (l.posted < l.target && l.posted < freed + device::kFifoSteps) {
     void* data = slotOf(l, l.posted);
-    int size = static_cast<int>(l.fifo.stepBytes);
+    size_t size = static_cast<size_t>(l.fifo.stepBytes);
     int tag = 0;
     void* mhandle = l.mhandle;
     void* request = nullptr;

@@ -1,8 +1,12 @@
 // The transport interface: how two ranks come to share a StepFifo.
 //
-// Set-up is two-phase, as the receiver owns the FIFO memory: the receiver's
-// setupRecv allocates it and describes it in a ConnectBlob; the blob travels
-// to the sender over bootstrap; the sender's connectSend attaches to it.
+// Set-up, as the receiver owns the FIFO memory: the receiver's setupRecv
+// allocates it and describes it in a ConnectBlob; the blob travels to the
+// sender over bootstrap; the sender's connectSend attaches to it. A transport
+// whose handshake needs both ends at once (the network: a connect may finish
+// only once the peer accepts) leaves its side unfinished and completes it in
+// progressSetup, which the caller runs for every unfinished link of the rank
+// together, so no link's wait starves another's.
 // Every transport has the same file set: <name>.h/.cc implementing this.
 #pragma once
 
@@ -24,8 +28,9 @@ struct LinkSpec {
   int cudaDev = -1;            // this side's device (cuda backend only)
   bool peerInProcess = false;  // the peer rank lives in this process
   std::string peerName;        // "rank 3 (pid 12 on host h2)", for messages
-  // Called now and then by a transport waiting on the peer (an accept): an
-  // error (abort, the peer gone, a failure reported) ends the wait with it.
+  // Called now and then while a link waits on the peer (a connect or an
+  // accept): an error (abort, the peer gone, a failure reported) ends the
+  // wait with it.
   std::function<Status()> keepWaiting;
 };
 
@@ -44,9 +49,14 @@ class Transport {
   virtual TransportId id() const = 0;
   virtual Status setupRecv(const LinkSpec& link, Connection* conn, ConnectBlob* blob) const = 0;
   virtual Status connectSend(const LinkSpec& link, const ConnectBlob& blob, Connection* conn) const = 0;
-  // Third phase, after every sender connected: the receiver completes its
-  // side (the network accepts). Most transports have nothing to do.
-  virtual Status finishRecv(const LinkSpec& /*link*/, Connection* /*conn*/) const { return okStatus(); }
+  // One non-blocking attempt to finish this side of a link begun by setupRecv
+  // or connectSend (the network's connect or accept); sets *done once it is
+  // finished. Never waits on the peer: the caller polls every unfinished link
+  // in turn. Most transports are finished at once.
+  virtual Status progressSetup(const LinkSpec& /*link*/, Connection* /*conn*/, bool* done) const {
+    *done = true;
+    return okStatus();
+  }
 };
 
 // Ranks in one process: FIFO memory in the process heap, shared directly.

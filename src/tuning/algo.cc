@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <sstream>
 
 namespace weft::tuning {
@@ -31,11 +32,16 @@ Result<uint32_t> parseList(const std::string& text, const std::string& whole) {
     int found = -1;
     for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a)
       if (name == lower(algorithmName(static_cast<Algorithm>(a)))) found = a;
+    if (name == "recdoubling") found = static_cast<int>(Algorithm::kButterfly);
+    if (name == "rabenseifner") found = static_cast<int>(Algorithm::kHalvingDoubling);
+    if (name == "hierring") found = static_cast<int>(Algorithm::kHierarchicalRing);
     if (found < 0)
-      return errorStatus(ncclInvalidArgument,
-                         "NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (expected Ring, Tree or OneShot, optionally per "
-                         "collective as allreduce:tree)",
-                         whole.c_str(), name.c_str());
+      return errorStatus(
+          ncclInvalidArgument,
+          "NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (expected Ring, Tree, OneShot, Butterfly "
+          "(RecDoubling), HalvingDoubling (Rabenseifner) or HierarchicalRing (HierRing), optionally per collective as "
+          "allreduce:tree)",
+          whole.c_str(), name.c_str());
     mask |= 1u << found;
   }
   return exclude ? ~mask : mask;
@@ -47,6 +53,9 @@ const char* algorithmName(Algorithm algo) {
   switch (algo) {
     case Algorithm::kTree: return "Tree";
     case Algorithm::kOneShot: return "OneShot";
+    case Algorithm::kButterfly: return "Butterfly";
+    case Algorithm::kHalvingDoubling: return "HalvingDoubling";
+    case Algorithm::kHierarchicalRing: return "HierarchicalRing";
     default: return "Ring";
   }
 }
@@ -131,7 +140,72 @@ int64_t oneShotMaxBytes(CollKind coll) {
   }
 }
 
+// The exchanges' shape: p participants (largest power of two <= k) in
+// log2(p) rounds; the others fold in before and out after.
+struct ExchangeShape {
+  double p, rounds;
+  bool folds;
+  explicit ExchangeShape(int k) : p(1), rounds(0), folds(false) {
+    while (p * 2 <= k) {
+      p *= 2;
+      rounds += 1;
+    }
+    folds = p < k;
+  }
+};
+
+double exchangeLat(const Shape& shape, const LinkCosts& costs) {
+  return shape.nnodes > 1 ? costs.interLatUs : costs.intraLatUs;
+}
+double exchangeGBs(const Shape& shape, const LinkCosts& costs) {
+  return shape.nnodes > 1 ? costs.interGBs : costs.intraGBs;
+}
+
+// Butterfly: every round moves and combines the whole message:
+// rounds (alpha + S/B + S C), plus a fold in (combined) and out (copied).
+double butterflyEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
+  const ExchangeShape x(shape.nranks);
+  const double lat = exchangeLat(shape, costs), bw = exchangeGBs(shape, costs);
+  const double round = lat + kb / bw + kb / costs.reduceGBs;
+  const double fold = x.folds ? 2 * (lat + kb / bw) + kb / costs.reduceGBs : 0;
+  return x.rounds * round + fold;
+}
+
+// Halving-doubling AllReduce: 2 log2(p) rounds moving 2 S (p-1)/p in all and
+// combining S (p-1)/p; AllGather (S = all ranks' bytes): the doubling half.
+double halvingDoublingEstimate(CollKind coll, double kb, const Shape& shape, const LinkCosts& costs) {
+  const ExchangeShape x(shape.nranks);
+  const double lat = exchangeLat(shape, costs), bw = exchangeGBs(shape, costs);
+  const double share = (x.p - 1) / x.p;
+  if (coll == CollKind::kAllGather) return x.rounds * lat + share * kb / bw + (x.folds ? 2 * lat + kb / bw : 0);
+  const double fold = x.folds ? 2 * (lat + kb / bw) + kb / costs.reduceGBs : 0;
+  return 2 * x.rounds * lat + 2 * share * kb / bw + share * kb / costs.reduceGBs + fold;
+}
+
+// Hierarchical ring: the node's ring twice (reduce-scatter, allgather) over
+// m ranks, and the ring across the N nodes on S/m bytes (AllReduce).
+double hierRingEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
+  const double m = shape.ranksPerNode, N = shape.nnodes;
+  const double intra = 2 * (m - 1) * costs.intraLatUs + 2 * (m - 1) / m * kb / costs.intraGBs;
+  const double inter = 2 * (N - 1) * costs.interLatUs + 2 * (N - 1) / N * (kb / m) / costs.interGBs;
+  return intra + inter;
+}
+
 }  // namespace
+
+std::string describeEstimates(const Choice& choice) {
+  std::string text;
+  for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
+    char item[64];
+    const double e = choice.estimateUs[a];
+    if (e < 0)
+      snprintf(item, sizeof item, "%s%s -", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)));
+    else
+      snprintf(item, sizeof item, "%s%s %.1f us", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)), e);
+    text += item;
+  }
+  return text;
+}
 
 LinkCosts hostLinkCosts(bool oversubscribed) {
   LinkCosts costs;
@@ -141,8 +215,9 @@ LinkCosts hostLinkCosts(bool oversubscribed) {
 }
 
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
-                       const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable) {
-  Choice choice{Algorithm::kRing, {-1, -1, -1}, "only Ring is possible"};
+                       const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable, bool exchangeAvailable,
+                       bool hierAvailable) {
+  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1}, "only Ring is possible"};
   const double kb = static_cast<double>(bytes) / 1e3;  // GB/s * us = 1e3 bytes
   const bool allReduce = coll == CollKind::kAllReduce;
   double* est = choice.estimateUs;
@@ -153,6 +228,12 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
   if (oneShotAvailable && shape.nnodes == 1 && shape.nranks >= minRanks && shape.nranks <= kOneShotMaxRanks &&
       bytes <= oneShotMaxBytes(coll))
     est[2] = oneShotEstimate(coll, kb, shape, costs);
+  if (exchangeAvailable && shape.nranks > 1) {
+    if (allReduce) est[3] = butterflyEstimate(kb, shape, costs);
+    if (allReduce || coll == CollKind::kAllGather) est[4] = halvingDoublingEstimate(coll, kb, shape, costs);
+  }
+  if (hierAvailable && allReduce && shape.nnodes > 1 && shape.ranksPerNode > 1)
+    est[5] = hierRingEstimate(kb, shape, costs);
   int best = -1;
   bool filtered = false;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {

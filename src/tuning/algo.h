@@ -12,7 +12,20 @@ namespace weft::tuning {
 
 // kOneShot: every rank of a node sends its input to every other and each
 // combines all (device/oneshot.h); Weft's own name for NCCL_ALGO.
-enum class Algorithm : int { kRing = 0, kTree = 1, kOneShot = 2, kCount = 3 };
+// kButterfly (recursive doubling, device/butterfly.h) and kHalvingDoubling
+// (Rabenseifner, device/halving_doubling.h): pairwise exchanges in log2
+// rounds; NCCL_ALGO also accepts RecDoubling and Rabenseifner for them.
+// kHierarchicalRing (device/hier_ring.h; alias HierRing): reduce-scatter in
+// each node, allreduce across nodes per local index, allgather in the node.
+enum class Algorithm : int {
+  kRing = 0,
+  kTree = 1,
+  kOneShot = 2,
+  kButterfly = 3,
+  kHalvingDoubling = 4,
+  kHierarchicalRing = 5,
+  kCount = 6
+};
 enum class CollKind : int { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kCount };
 
 const char* algorithmName(Algorithm algo);
@@ -50,6 +63,9 @@ struct LinkCosts {
   double interLatUs = 20.0;
   double intraGBs = 8.0;
   double interGBs = 1.0;
+  // Combining two inputs into one output, GB/s of output (the exchanges'
+  // reduction term; the other estimates fold it into their bandwidth).
+  double reduceGBs = 8.0;
 };
 
 // The host backend's figures; a hand-off costs far more when ranks outnumber
@@ -82,7 +98,18 @@ struct Choice {
 // Broadcast on one node of 2 to kOneShotMaxRanks ranks whose backend runs
 // it (at 2 ranks only AllReduce differs from its ring). When the filter allows
 // nothing possible, Ring is used and the reason says so.
+//
+// Butterfly (AllReduce) and HalvingDoubling (AllReduce, AllGather) need
+// exchangeAvailable: the backend runs them and an exchange plan exists;
+// HierarchicalRing (AllReduce) hierAvailable: nodes of one size, 2 or more
+// of 2 or more ranks.
+// Their estimates are alpha-beta sums over their rounds: latency per round,
+// bytes per round over the link bandwidth, combined bytes over reduceGBs.
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
-                       const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable = false);
+                       const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable = false,
+                       bool exchangeAvailable = false, bool hierAvailable = false);
+
+// "Ring 3.1 us, Tree -, ..." : every algorithm's estimate (- where impossible).
+std::string describeEstimates(const Choice& choice);
 
 }  // namespace weft::tuning

@@ -44,20 +44,22 @@ TEST(Advice, CallGroupEndFirst) {
   });
 }
 
-// A network plugin without a version 8 table: "Unset NCCL_NET_PLUGIN (or set
-// it to none) to use the built-in socket network". Two virtual nodes, so the
+// A network plugin that cannot be used, named by NCCL_NET: "unset NCCL_NET
+// to fall back to the built-in Socket network". Two virtual nodes, so the
 // ranks need the network; processes, so each loads plugins afresh.
-void initOnTwoNodes(const char* plugin, bool expectWorks) {
+void initOnTwoNodes(const char* plugin, const char* netName, bool expectWorks) {
   ScopedEnv nodes("WEFT_RANKS_PER_NODE", "1");
   ScopedEnv net("NCCL_NET_PLUGIN", plugin);
+  ScopedEnv name("NCCL_NET", netName);
   ScopedEnv patience("WEFT_BOOTSTRAP_TIMEOUT", expectWorks ? nullptr : "20");  // a failed peer is not waited for long
   runRanksRaw(RankMode::kProcesses, 2, [expectWorks](int rank, int nranks, const ncclUniqueId& id) {
     ncclComm_t comm = nullptr;
     const ncclResult_t rc = ncclCommInitRank(&comm, nranks, id, rank);
     if (!expectWorks) {
-      EXPECT_NE(rc, ncclSuccess);
+      EXPECT_EQ(rc, ncclSystemError);
       const std::string why = ncclGetLastError(comm);
-      EXPECT_TRUE(contains(why, "Unset NCCL_NET_PLUGIN (or set it to none)")) << why;
+      EXPECT_TRUE(contains(why, "libm.so.6 exports no ncclNetPlugin_v6..v12 table")) << why;
+      EXPECT_TRUE(contains(why, "unset NCCL_NET to fall back to the built-in Socket network")) << why;
       if (comm != nullptr) ncclCommAbort(comm);
       return;
     }
@@ -67,10 +69,11 @@ void initOnTwoNodes(const char* plugin, bool expectWorks) {
   });
 }
 
-TEST(Advice, NetPluginWithoutV8TableThenNone) {
-  initOnTwoNodes("libm.so.6", false);  // loads, but holds no plugin table
-  initOnTwoNodes("none", true);
-  initOnTwoNodes(nullptr, true);
+TEST(Advice, UnusableNetPluginNamedByNcclNetThenUnset) {
+  initOnTwoNodes("libm.so.6", "MyPluginNet", false);  // loads, but holds no plugin table
+  initOnTwoNodes("libm.so.6", nullptr, true);         // the advice: a warning, and sockets
+  initOnTwoNodes("none", nullptr, true);
+  initOnTwoNodes(nullptr, nullptr, true);
 }
 
 }  // namespace

@@ -74,7 +74,7 @@ for pc in nccl weft; do
 done
 
 echo "tools in $prefix/bin (no LD_LIBRARY_PATH):"
-for tool in weft-demo weft-perf weft-topo weft-params; do
+for tool in weft-demo weft-perf weft-topo weft-params weft-sim; do
   [ -x "$prefix/bin/$tool" ] || { echo "missing $prefix/bin/$tool"; exit 1; }
   resolved=$(ldd "$prefix/bin/$tool" | awk '$1 == "libnccl.so.2" {print $3}')
   if [ -n "$resolved" ] && [ "$(readlink -f "$resolved")" != "$(readlink -f "$lib/libnccl.so.2")" ]; then
@@ -92,7 +92,8 @@ ASAN_OPTIONS="fast_unwind_on_malloc=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}" \
 "$prefix/bin/weft-demo" -n 2 -i 2 -w 1 -e 4096 >"$work/demo.log" || { cat "$work/demo.log"; exit 1; }
 "$prefix/bin/weft-perf" allreduce -b 8 -e 4K -f 8 -np 2 -n 2 -w 1 >"$work/perf.log" || { cat "$work/perf.log"; exit 1; }
 grep -q 'Avg bus bandwidth' "$work/perf.log"
-echo "  weft-demo, weft-perf, weft-topo, weft-params ran"
+"$prefix/bin/weft-sim" --nodes 4 --gpus-per-node 2 --sizes 8 --json | python3 -c 'import json, sys; assert json.load(sys.stdin)["simulated"]'
+echo "  weft-demo, weft-perf, weft-topo, weft-params, weft-sim ran"
 
 if [ -n "$nvidia" ] && [ ! -e "$nvidia/libnccl.so.2" ]; then
   echo "no NVIDIA libnccl.so.2 in $nvidia: not run on it"

@@ -33,9 +33,9 @@ TEST(AlgoFilter, ListExclusionAndPerCollective) {
 }
 
 TEST(AlgoFilter, UnknownNamesAreErrorsNamingThem) {
-  auto bad = AlgoFilter::parse("Ring,Butterfly");
+  auto bad = AlgoFilter::parse("Ring,Hypercube");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(std::string(bad.status().message()).find("Butterfly"), std::string::npos);
+  EXPECT_NE(std::string(bad.status().message()).find("Hypercube"), std::string::npos);
   auto badColl = AlgoFilter::parse("alltoall:ring");
   ASSERT_FALSE(badColl.ok());
   EXPECT_NE(std::string(badColl.status().message()).find("alltoall"), std::string::npos);
@@ -150,6 +150,67 @@ TEST(ChooseAlgorithm, OversubscriptionMovesTheCrossoverUp) {
     return last;
   };
   EXPECT_GT(lastOneShot(true), lastOneShot(false));
+}
+
+TEST(AlgoFilter, ExchangeNamesAndAliases) {
+  AlgoFilter names = parseOk("allreduce:Butterfly;allgather:HalvingDoubling");
+  EXPECT_TRUE(names.allows(CollKind::kAllReduce, Algorithm::kButterfly));
+  EXPECT_FALSE(names.allows(CollKind::kAllReduce, Algorithm::kRing));
+  EXPECT_TRUE(names.allows(CollKind::kAllGather, Algorithm::kHalvingDoubling));
+  AlgoFilter aliases = parseOk("recdoubling,RABENSEIFNER");
+  EXPECT_TRUE(aliases.allows(CollKind::kAllReduce, Algorithm::kButterfly));
+  EXPECT_TRUE(aliases.allows(CollKind::kAllReduce, Algorithm::kHalvingDoubling));
+  EXPECT_FALSE(aliases.allows(CollKind::kAllReduce, Algorithm::kTree));
+}
+
+// 8 ranks of one node: the butterfly's 3 rounds win for small messages, the
+// halving-doubling's 6 rounds of shrinking pieces for mid sizes, the ring's
+// bandwidth (no extra reduction cost in its estimate) for large ones.
+TEST(ChooseAlgorithm, ExchangesWinSmallAndMidSizesWhereTheyRun) {
+  const Shape shape{8, 1, 8, 0};
+  const LinkCosts costs = hostLinkCosts(true);
+  const AlgoFilter all;
+  auto pick = [&](CollKind coll, int64_t bytes) {
+    return chooseAlgorithm(coll, bytes, shape, costs, all, false, true, true);
+  };
+  EXPECT_EQ(pick(CollKind::kAllReduce, 64).algo, Algorithm::kButterfly);
+  EXPECT_EQ(pick(CollKind::kAllReduce, 64 << 10).algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(CollKind::kAllReduce, 64 << 20).algo, Algorithm::kRing);
+  EXPECT_EQ(pick(CollKind::kAllGather, 1024).algo, Algorithm::kHalvingDoubling);
+  // Offered only for AllReduce and AllGather, and only where they run.
+  EXPECT_LT(pick(CollKind::kReduceScatter, 64).estimateUs[3], 0);
+  EXPECT_LT(pick(CollKind::kReduceScatter, 64).estimateUs[4], 0);
+  EXPECT_LT(pick(CollKind::kAllGather, 64).estimateUs[3], 0);
+  const Choice none = chooseAlgorithm(CollKind::kAllReduce, 64, shape, costs, all, false, true, false);
+  EXPECT_LT(none.estimateUs[3], 0);
+  EXPECT_LT(none.estimateUs[4], 0);
+  EXPECT_EQ(none.algo, Algorithm::kRing);
+  // The log line lists every candidate, impossible ones as "-".
+  const std::string text = describeEstimates(pick(CollKind::kAllReduce, 64));
+  EXPECT_NE(text.find("Ring "), std::string::npos) << text;
+  EXPECT_NE(text.find("Tree -"), std::string::npos) << text;
+  EXPECT_NE(text.find("Butterfly "), std::string::npos) << text;
+}
+
+// 4 nodes of 4 ranks: the hierarchical ring sends a quarter of the bytes
+// over the slow links, so it wins from mid sizes on; it is offered only
+// where it runs, and only for AllReduce.
+TEST(ChooseAlgorithm, HierarchicalRingWinsAcrossNodesWhereItRuns) {
+  const Shape shape{16, 4, 4, 5};
+  const LinkCosts costs;
+  const AlgoFilter all;
+  const Choice mid = chooseAlgorithm(CollKind::kAllReduce, 1 << 20, shape, costs, all, true, false, true, true);
+  EXPECT_EQ(mid.algo, Algorithm::kHierarchicalRing) << describeEstimates(mid);
+  EXPECT_LT(mid.estimateUs[5], mid.estimateUs[0] / 2);
+  const Choice without = chooseAlgorithm(CollKind::kAllReduce, 1 << 20, shape, costs, all, true, false, true, false);
+  EXPECT_LT(without.estimateUs[5], 0);
+  EXPECT_LT(chooseAlgorithm(CollKind::kAllGather, 1 << 20, shape, costs, all, true, false, true, true).estimateUs[5],
+            0);
+  EXPECT_LT(chooseAlgorithm(CollKind::kAllReduce, 1 << 20, Shape{4, 1, 4, 2}, costs, all, true, false, true, true)
+                .estimateUs[5],
+            0);
+  AlgoFilter alias = parseOk("allreduce:hierring");
+  EXPECT_TRUE(alias.allows(CollKind::kAllReduce, Algorithm::kHierarchicalRing));
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ const weftNet_v8_t kFakeTable = {"Fake",      fakeInit,        fakeDevices,     
 }  // namespace
 
 FakeNet::FakeNet(const Options& options) : options_(options), send_{this, true}, recv_{this, false} {
-  network_.api = &kFakeTable;
+  network_.api = transport::adaptNetTable(8, &kFakeTable);
   network_.devices = 1;
   network_.external = true;  // the proxy asks a built-in network for its last error; this one has none
   network_.library = "fake";

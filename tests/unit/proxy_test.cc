@@ -279,7 +279,7 @@ TEST(ProxyOverSockets, RoundTripWithEngineThreads) {
   CommPair pair;
   ASSERT_NO_FATAL_FAILURE(connectPair(&pair));
   transport::Network net;
-  net.api = pair.api;
+  net.api = transport::adaptNetTable(8, pair.api);
   net.devices = 1;
   DataPath path;
   path.stepBytes = kStepBytes;

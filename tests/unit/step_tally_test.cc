@@ -334,6 +334,7 @@ TEST(StepTallyTree, UpEqualsDownOnEveryEdgeForEveryChannelCount) {
                                  0,
                                  0,
                                  0,
+                                 0,
                                  buffers[static_cast<size_t>(r)].data(),
                                  buffers[static_cast<size_t>(r)].data(),
                                  count,

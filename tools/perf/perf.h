@@ -49,6 +49,8 @@ struct Options {
   int np = 0;  // >0: spawn this many local ranks (processes, or threads with --threads)
   bool threads = false;
   int threadsPerProcess = 1;  // -t: ranks (threads) per process; with -np N processes, N x t ranks
+  int ranksPerThread = 1;     // -g: communicators each thread drives, every call in one group
+  int cudaGraphs = 0;         // -G: replays of the timed iterations captured as one CUDA graph
   Output output = Output::kTable;
   std::string idFile;  // external launchers: where rank 0 leaves the unique id
 };
@@ -106,12 +108,22 @@ class Buffers {
 ncclResult_t runColl(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root, bool inPlace,
                      const Buffers& b, ncclComm_t comm, int rank, int nranks);
 
-// Fills this rank's send buffer (through the in-place location when inPlace)
-// and returns the number of wrong elements after one call.
-int64_t checkColl(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root, bool inPlace,
-                  const Buffers& b, ncclComm_t comm, int rank, int nranks, ncclResult_t* rc);
+// A checked call in two halves around the call itself: fillCheck writes this
+// rank's inputs (through the in-place location when inPlace); once the call
+// is complete, verifyCheck counts the wrong elements of its output.
+void fillCheck(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, bool inPlace, const Buffers& b,
+               int rank);
+int64_t verifyCheck(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root, bool inPlace,
+                    const Buffers& b, int rank, int nranks);
 
-// Runs the whole sweep on one rank; rank 0 prints. Returns false on error.
-bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks);
+// Runs the whole sweep on the ranks one thread drives (-g: several, every
+// call made for all of them in one group); rank 0 prints. False on error.
+bool runRanks(const Options& opt, const std::vector<ncclComm_t>& comms, int firstRank, int nranks);
+
+// -G: captures `body` (one timed batch on the buffers' stream) as a CUDA
+// graph and replays it `replays` times; returns microseconds per replay, or
+// -1 with *why set when the graph cannot be made (host buffers, no CUDA).
+double replayAsGraph(const Buffers& b, int replays, ncclResult_t (*body)(void*), void* context, ncclResult_t* rc,
+                     std::string* why);
 
 }  // namespace weft::perf

@@ -1,7 +1,9 @@
 // Buffers of the communicator's kind: host memory on the host backend,
 // device memory and a stream on the cuda backend (when built with CUDA).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "perf/perf.h"
@@ -65,6 +67,47 @@ void Buffers::download(void* dst, const void* src, size_t bytes) const {
 void Buffers::sync() const {
 #if WEFT_PERF_CUDA
   if (device_) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+#endif
+}
+
+double replayAsGraph(const Buffers& b, int replays, ncclResult_t (*body)(void*), void* context, ncclResult_t* rc,
+                     std::string* why) {
+#if WEFT_PERF_CUDA
+  if (!b.onDevice()) {
+    *why = "CUDA graphs need the cuda backend (the communicator runs on the host backend)";
+    return -1;
+  }
+  auto stream = static_cast<cudaStream_t>(b.stream());
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    *why = std::string("cudaStreamBeginCapture: ") + cudaGetErrorString(cudaGetLastError());
+    return -1;
+  }
+  *rc = body(context);
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (*rc != ncclSuccess) return -1;
+  if (ended != cudaSuccess || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+    *why = std::string("capturing the iterations: ") + cudaGetErrorString(cudaGetLastError());
+    if (graph) cudaGraphDestroy(graph);
+    return -1;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  cudaError_t err = cudaSuccess;
+  for (int i = 0; i < replays && err == cudaSuccess; ++i) err = cudaGraphLaunch(exec, stream);
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  if (err != cudaSuccess) {
+    *why = std::string("replaying the graph: ") + cudaGetErrorString(err);
+    return -1;
+  }
+  return us / replays;
+#else
+  (void)b, (void)replays, (void)body, (void)context, (void)rc;
+  *why = "this weft-perf was built without CUDA: CUDA graphs need the cuda backend";
+  return -1;
 #endif
 }
 

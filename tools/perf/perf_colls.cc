@@ -199,24 +199,26 @@ ncclResult_t runColl(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_
   return rc;
 }
 
-int64_t checkColl(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root, bool inPlace,
-                  const Buffers& b, ncclComm_t comm, int rank, int nranks, ncclResult_t* rc) {
+void fillCheck(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, bool inPlace, const Buffers& b,
+               int rank) {
   const size_t esz = typeSize(type);
-  const size_t n = static_cast<size_t>(nranks);
   // Inputs: rank r's send element j is inputValue(op, r, j).
-  std::vector<char> host(std::max(c.sendElems, c.recvElems) * esz);
+  std::vector<char> host(c.sendElems * esz);
   for (size_t j = 0; j < c.sendElems; ++j) storeElem(type, host.data(), j, inputValue(op, rank, j));
   char* dst = static_cast<char*>(inPlace ? b.recv() : b.send());
   if (inPlace && coll == Coll::kAllGather) dst += static_cast<size_t>(rank) * c.count * esz;
   b.upload(dst, host.data(), c.sendElems * esz);
-  *rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
-  if (*rc != ncclSuccess) return -1;
-  b.sync();
+}
+
+int64_t verifyCheck(Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root, bool inPlace,
+                    const Buffers& b, int rank, int nranks) {
+  const size_t esz = typeSize(type);
+  const size_t n = static_cast<size_t>(nranks);
   const char* out = static_cast<const char*>(b.recv());
   size_t first = 0, elems = c.recvElems;
   if (coll == Coll::kReduceScatter && inPlace) first = static_cast<size_t>(rank) * c.count;
   if ((coll == Coll::kReduce || coll == Coll::kGather) && rank != root) elems = 0;
-  host.assign(std::max<size_t>(1, elems) * esz, 0);
+  std::vector<char> host(std::max<size_t>(1, elems) * esz, 0);
   b.download(host.data(), out + first * esz, elems * esz);
   const size_t me = static_cast<size_t>(rank);
   int64_t wrong = 0;

@@ -21,23 +21,23 @@
 namespace weft::perf {
 namespace {
 
-bool runWithId(const Options& opt, const ncclUniqueId& id, int rank, int nranks) {
-  ncclComm_t comm = nullptr;
-  ncclResult_t rc = ncclCommInitRank(&comm, nranks, id, rank);
-  if (rc != ncclSuccess) {
-    std::fprintf(stderr, "weft-perf: rank %d: ncclCommInitRank: %s: %s\n", rank, ncclGetErrorString(rc),
-                 ncclGetLastError(nullptr));
-    return false;
-  }
-  const bool ok = runRank(opt, comm, rank, nranks);
-  ncclCommDestroy(comm);
+bool runComms(const Options& opt, const std::vector<ncclComm_t>& comms, int first, int nranks) {
+  const bool ok = runRanks(opt, comms, first, nranks);
+  for (ncclComm_t comm : comms) ncclCommDestroy(comm);
   return ok;
 }
 
 // Ranks first..first+count-1 of nranks, made by this thread in one group
-// (as nccl-tests does without -p).
+// (as nccl-tests does without -p; one rank: no group).
 bool initInGroup(const ncclUniqueId& id, int first, int count, int nranks, std::vector<ncclComm_t>* comms) {
   comms->assign(static_cast<size_t>(count), nullptr);
+  if (count == 1) {
+    const ncclResult_t rc = ncclCommInitRank(&(*comms)[0], nranks, id, first);
+    if (rc != ncclSuccess)
+      std::fprintf(stderr, "weft-perf: rank %d: ncclCommInitRank: %s: %s\n", first, ncclGetErrorString(rc),
+                   ncclGetLastError(nullptr));
+    return rc == ncclSuccess;
+  }
   ncclResult_t rc = ncclGroupStart();
   for (int i = 0; i < count && rc == ncclSuccess; ++i) rc = ncclCommInitRank(&(*comms)[i], nranks, id, first + i);
   const ncclResult_t ended = ncclGroupEnd();
@@ -48,23 +48,30 @@ bool initInGroup(const ncclUniqueId& id, int first, int count, int nranks, std::
   return rc == ncclSuccess;
 }
 
-// Runs ranks first..first+count-1 of nranks as threads of this process.
-// -p 1: each thread makes its communicator; -p 0: this thread makes them all.
+// Runs ranks first..first+count-1 of nranks on threads of this process, -g
+// ranks per thread. -p 1: each thread makes its communicators; -p 0: this
+// thread makes them all.
 bool runThreads(const Options& opt, const ncclUniqueId& id, int first, int count, int nranks) {
-  if (count == 1) return runWithId(opt, id, first, nranks);
-  std::vector<char> ok(static_cast<size_t>(count), 0);
+  const int g = opt.ranksPerThread;
+  const int nthreads = count / g;
+  std::vector<char> ok(static_cast<size_t>(nthreads), 0);
   std::vector<std::thread> threads;
   std::vector<ncclComm_t> comms;
-  if (opt.parallelInit == 0) {
+  if (opt.parallelInit == 0 || nthreads == 1) {
     if (!initInGroup(id, first, count, nranks, &comms)) return false;
-    for (int i = 0; i < count; ++i)
+    if (nthreads == 1) return runComms(opt, comms, first, nranks);
+    for (int i = 0; i < nthreads; ++i)
       threads.emplace_back([&, i] {
-        ok[static_cast<size_t>(i)] = runRank(opt, comms[static_cast<size_t>(i)], first + i, nranks);
-        ncclCommDestroy(comms[static_cast<size_t>(i)]);
+        const auto begin = comms.begin() + i * g;
+        ok[static_cast<size_t>(i)] = runComms(opt, std::vector<ncclComm_t>(begin, begin + g), first + i * g, nranks);
       });
   } else {
-    for (int i = 0; i < count; ++i)
-      threads.emplace_back([&, i] { ok[static_cast<size_t>(i)] = runWithId(opt, id, first + i, nranks); });
+    for (int i = 0; i < nthreads; ++i)
+      threads.emplace_back([&, i] {
+        std::vector<ncclComm_t> mine;
+        ok[static_cast<size_t>(i)] =
+            initInGroup(id, first + i * g, g, nranks, &mine) && runComms(opt, mine, first + i * g, nranks);
+      });
   }
   for (std::thread& t : threads) t.join();
   for (char c : ok)
@@ -75,7 +82,8 @@ bool runThreads(const Options& opt, const ncclUniqueId& id, int first, int count
 int spawnThreads(const Options& opt) {
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-  return runThreads(opt, id, 0, opt.np, opt.np) ? 0 : 1;
+  const int ranks = opt.np * opt.ranksPerThread;
+  return runThreads(opt, id, 0, ranks, ranks) ? 0 : 1;
 }
 
 // Child 0 makes the id and hands it to the others through a pipe, so this
@@ -97,8 +105,8 @@ int spawnProcesses(const Options& opt) {
       } else if (read(idPipe[0], &id, sizeof(id)) != static_cast<ssize_t>(sizeof(id))) {
         _exit(3);
       }
-      const bool ok =
-          runThreads(opt, id, r * opt.threadsPerProcess, opt.threadsPerProcess, opt.np * opt.threadsPerProcess);
+      const int perProcess = opt.threadsPerProcess * opt.ranksPerThread;
+      const bool ok = runThreads(opt, id, r * perProcess, perProcess, opt.np * perProcess);
       std::fflush(nullptr);
       _exit(ok ? 0 : 1);
     }
@@ -156,7 +164,7 @@ int runUnderLauncher(const Options& opt, int rank, int nranks) {
   ncclUniqueId id;
   if (std::getenv("NCCL_COMM_ID")) {  // the library's own rendezvous: every rank asks
     if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
-    const int t = opt.threadsPerProcess;
+    const int t = opt.threadsPerProcess * opt.ranksPerThread;
     return runThreads(opt, id, rank * t, t, nranks * t) ? 0 : 1;
   }
   const std::string path = idFilePath(opt);
@@ -187,7 +195,7 @@ int runUnderLauncher(const Options& opt, int rank, int nranks) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  const int t = opt.threadsPerProcess;
+  const int t = opt.threadsPerProcess * opt.ranksPerThread;
   const bool ok = runThreads(opt, id, rank * t, t, nranks * t);
   if (rank == 0) std::remove(path.c_str());  // every rank has joined long since (or failed)
   return ok ? 0 : 1;
@@ -208,7 +216,7 @@ int runUnderMpi(const Options& opt) {
     return 1;
   }
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-  const int t = opt.threadsPerProcess;
+  const int t = opt.threadsPerProcess * opt.ranksPerThread;
   return runThreads(opt, id, rank * t, t, size * t) ? 0 : 1;
 }
 #endif

@@ -35,8 +35,10 @@ const char kUsage[] =
     "  -np N                 launch N local ranks (processes; --threads for threads)\n"
     "  -t, --nthreads T      ranks (threads) per process (default 1): -np N gives N x T ranks, and so does\n"
     "                        a launcher starting N processes\n"
-    "  -g, --ngpus G         ranks per thread: only 1 (use -t)\n"
-    "  -G, --cudagraph N     CUDA graph replays: only 0 (not supported yet)\n"
+    "  -g, --ngpus G         ranks (communicators) each thread drives, every call made for all of them\n"
+    "                        in one group (default 1): -np N -t T -g G gives N x T x G ranks\n"
+    "  -G, --cudagraph N     capture the -n timed iterations as a CUDA graph and replay it N times\n"
+    "                        (cuda backend; default 0: launch directly)\n"
     "  --threads             ranks as threads of this process\n"
     "  --json | --csv        machine-readable output instead of the table\n"
     "  --id-file F           external launchers: rank 0 writes the unique id to F, others read it\n"
@@ -169,23 +171,11 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
       ok = parseInt(v, &opt->blocking) && opt->blocking >= 0;
     else if (a == "-t" || a == "--nthreads")
       ok = parseInt(v, &opt->threadsPerProcess) && opt->threadsPerProcess > 0;
-    else if (a == "-g" || a == "--ngpus") {
-      int g = 0;
-      ok = parseInt(v, &g) && g > 0;
-      if (ok && g != 1) {
-        std::fprintf(stderr, "weft-perf: -g %d: each thread drives one rank here; use -t %d for %d ranks per process\n",
-                     g, g, g);
-        return false;
-      }
-    } else if (a == "-G" || a == "--cudagraph") {
-      int graphs = 0;
-      ok = parseInt(v, &graphs) && graphs >= 0;
-      if (ok && graphs > 0) {
-        std::fprintf(stderr, "weft-perf: -G %d: replaying the iterations as a CUDA graph is not supported yet\n",
-                     graphs);
-        return false;
-      }
-    } else if (a == "-m" || a == "--agg_iters")
+    else if (a == "-g" || a == "--ngpus")
+      ok = parseInt(v, &opt->ranksPerThread) && opt->ranksPerThread > 0;
+    else if (a == "-G" || a == "--cudagraph")
+      ok = parseInt(v, &opt->cudaGraphs) && opt->cudaGraphs >= 0;
+    else if (a == "-m" || a == "--agg_iters")
       ok = parseInt(v, &opt->aggIters) && opt->aggIters > 0;
     else if (a == "-T" || a == "--timeout")
       ok = parseInt(v, &opt->timeoutSec) && opt->timeoutSec >= 0;
@@ -217,6 +207,17 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
   }
   if (opt->threads && opt->threadsPerProcess > 1) {
     std::fprintf(stderr, "weft-perf: -np N --threads already runs N threads; -t applies to processes\n");
+    return false;
+  }
+  if (opt->cudaGraphs > 0 && opt->ranksPerThread > 1) {
+    std::fprintf(stderr,
+                 "weft-perf: -G %d with -g %d: graphs are captured on one rank's stream; use -t or -np instead "
+                 "of -g\n",
+                 opt->cudaGraphs, opt->ranksPerThread);
+    return false;
+  }
+  if (opt->cudaGraphs > 0 && opt->median) {
+    std::fprintf(stderr, "weft-perf: -G times whole graph replays; --median times single iterations: choose one\n");
     return false;
   }
   if (allRoots) opt->roots = {-1};  // expanded once the rank count is known

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,52 +35,134 @@ struct Row {
   Measure oop, ip;
 };
 
-// Combines one value across ranks (sum, min or max) through the library.
-double acrossRanks(ncclComm_t comm, const Buffers& scratch, double v, ncclRedOp_t op) {
-  scratch.upload(scratch.send(), &v, sizeof(v));
-  if (ncclAllReduce(scratch.send(), scratch.recv(), 1, ncclFloat64, op, comm,
-                    static_cast<cudaStream_t>(scratch.stream())) != ncclSuccess)
-    return -1;
-  scratch.sync();
+// One rank this thread drives, with its buffers.
+struct Local {
+  ncclComm_t comm;
+  int rank;
+  std::unique_ptr<Buffers> b;
+  std::unique_ptr<Buffers> scratch;
+};
+using Locals = std::vector<Local>;
+
+// Calls f(local) for every rank of the thread: alone for one rank, in one
+// group for several (-g), so that no rank waits for a call not yet made.
+template <typename F>
+ncclResult_t forEachRank(const Locals& ls, F&& f) {
+  if (ls.size() == 1) return f(ls[0]);
+  ncclResult_t rc = ncclGroupStart();
+  for (const Local& l : ls)
+    if (rc == ncclSuccess) rc = f(l);
+  const ncclResult_t ended = ncclGroupEnd();
+  return rc != ncclSuccess ? rc : ended;
+}
+
+void syncAll(const Locals& ls) {
+  for (const Local& l : ls) l.b->sync();
+}
+
+// Combines one value per rank across all ranks (sum, min or max) through
+// the library; every rank of the thread gets the same result.
+double acrossRanks(const Locals& ls, const std::function<double(const Local&)>& value, ncclRedOp_t op) {
+  const ncclResult_t rc = forEachRank(ls, [&](const Local& l) {
+    const double v = value(l);
+    l.scratch->upload(l.scratch->send(), &v, sizeof(v));
+    return ncclAllReduce(l.scratch->send(), l.scratch->recv(), 1, ncclFloat64, op, l.comm,
+                         static_cast<cudaStream_t>(l.scratch->stream()));
+  });
+  if (rc != ncclSuccess) return -1;
   double out = 0;
-  scratch.download(&out, scratch.recv(), sizeof(out));
+  for (const Local& l : ls) l.scratch->sync();
+  ls[0].scratch->download(&out, ls[0].scratch->recv(), sizeof(out));
   return out;
 }
 
-// One iteration: -m operations, aggregated in one group when more than one.
-ncclResult_t runIteration(const Options& opt, Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root,
-                          bool inPlace, const Buffers& b, ncclComm_t comm, int rank, int nranks) {
-  if (opt.aggIters == 1) return runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+// What one measurement calls: the collective, its arguments and the ranks.
+struct Call {
+  const Options& opt;
+  Coll coll;
+  Counts c;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root;
+  bool inPlace;
+  const Locals& ls;
+  int nranks;
+};
+
+// One iteration: -m operations of every rank of the thread, in one group
+// when more than one.
+ncclResult_t runIteration(const Call& k) {
+  auto one = [&](const Local& l) {
+    return runColl(k.coll, k.c, k.type, k.op, k.root, k.inPlace, *l.b, l.comm, l.rank, k.nranks);
+  };
+  if (k.opt.aggIters == 1) return forEachRank(k.ls, one);
   ncclResult_t rc = ncclGroupStart();
-  for (int m = 0; m < opt.aggIters && rc == ncclSuccess; ++m)
-    rc = runColl(coll, c, type, op, root, inPlace, b, comm, rank, nranks);
+  for (int m = 0; m < k.opt.aggIters && rc == ncclSuccess; ++m) rc = forEachRank(k.ls, one);
   const ncclResult_t ended = ncclGroupEnd();
   return rc != ncclSuccess ? rc : ended;
+}
+
+// The number of wrong elements after one checked call on every rank.
+int64_t checkOnce(const Call& k, ncclResult_t* rc) {
+  for (const Local& l : k.ls) fillCheck(k.coll, k.c, k.type, k.op, k.inPlace, *l.b, l.rank);
+  *rc = forEachRank(k.ls, [&](const Local& l) {
+    return runColl(k.coll, k.c, k.type, k.op, k.root, k.inPlace, *l.b, l.comm, l.rank, k.nranks);
+  });
+  if (*rc != ncclSuccess) return -1;
+  syncAll(k.ls);
+  int64_t wrong = 0;
+  for (const Local& l : k.ls)
+    wrong += verifyCheck(k.coll, k.c, k.type, k.op, k.root, k.inPlace, *l.b, l.rank, k.nranks);
+  return wrong;
+}
+
+// -n iterations, with a wait after each when -z asks.
+ncclResult_t timedBatch(const Call& k) {
+  ncclResult_t rc = ncclSuccess;
+  for (int i = 0; i < k.opt.iters && rc == ncclSuccess; ++i) {
+    rc = runIteration(k);
+    if (k.opt.blocking != 0) syncAll(k.ls);
+  }
+  return rc;
+}
+
+// The batch -G captures: no waits (a stream being captured cannot be waited on).
+ncclResult_t capturedBatch(void* context) {
+  const Call& k = *static_cast<const Call*>(context);
+  ncclResult_t rc = ncclSuccess;
+  for (int i = 0; i < k.opt.iters && rc == ncclSuccess; ++i) rc = runIteration(k);
+  return rc;
 }
 
 // Microseconds per operation. By default as nccl-tests: the batch of -n
 // iterations timed whole (one wait at its end unless -z), divided by the
 // operations it ran. --median: each iteration timed alone, the median taken.
-double timeIt(const Options& opt, Coll coll, const Counts& c, ncclDataType_t type, ncclRedOp_t op, int root,
-              bool inPlace, const Buffers& b, ncclComm_t comm, int rank, int nranks, ncclResult_t* rc) {
-  for (int i = 0; i < opt.warmup && *rc == ncclSuccess; ++i)
-    *rc = runIteration(opt, coll, c, type, op, root, inPlace, b, comm, rank, nranks);
-  b.sync();
-  if (!opt.median) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < opt.iters && *rc == ncclSuccess; ++i) {
-      *rc = runIteration(opt, coll, c, type, op, root, inPlace, b, comm, rank, nranks);
-      if (opt.blocking != 0) b.sync();
+// -G: the batch captured once as a CUDA graph, replayed -G times.
+double timeIt(const Call& k, ncclResult_t* rc) {
+  for (int i = 0; i < k.opt.warmup && *rc == ncclSuccess; ++i) *rc = runIteration(k);
+  syncAll(k.ls);
+  const int perBatch = k.opt.iters * k.opt.aggIters;
+  if (k.opt.cudaGraphs > 0) {
+    std::string why;
+    const double us = replayAsGraph(*k.ls[0].b, k.opt.cudaGraphs, capturedBatch, const_cast<Call*>(&k), rc, &why);
+    if (us < 0 && *rc == ncclSuccess) {
+      std::fprintf(stderr, "weft-perf: rank %d: -G %d: %s\n", k.ls[0].rank, k.opt.cudaGraphs, why.c_str());
+      *rc = ncclInvalidUsage;
     }
-    b.sync();
-    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / (opt.iters * opt.aggIters);
+    return us / perBatch;
+  }
+  if (!k.opt.median) {
+    const auto t0 = Clock::now();
+    *rc = timedBatch(k);
+    syncAll(k.ls);
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / perBatch;
   }
   std::vector<double> samples;
-  for (int i = 0; i < opt.iters && *rc == ncclSuccess; ++i) {
+  for (int i = 0; i < k.opt.iters && *rc == ncclSuccess; ++i) {
     const auto t0 = Clock::now();
-    *rc = runIteration(opt, coll, c, type, op, root, inPlace, b, comm, rank, nranks);
-    b.sync();
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / opt.aggIters);
+    *rc = runIteration(k);
+    syncAll(k.ls);
+    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / k.opt.aggIters);
   }
   if (samples.empty()) return 0;
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
@@ -234,7 +318,7 @@ void printJson(const Options& opt, const std::vector<Row>& rows, int nranks, boo
 
 }  // namespace
 
-bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
+bool runRanks(const Options& opt, const std::vector<ncclComm_t>& comms, int firstRank, int nranks) {
   const CollInfo& info = collInfo(opt.coll);
   const std::vector<size_t> sizes = sweepSizes(opt);
   size_t sendBytes = 0, recvBytes = 0;
@@ -243,25 +327,29 @@ bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
     sendBytes = std::max(sendBytes, c.sendElems * typeSize(t));
     recvBytes = std::max(recvBytes, std::max(c.recvElems, c.sendElems) * typeSize(t));
   }
-  Buffers b(comm, sendBytes, recvBytes);
-  Buffers scratch(comm, sizeof(double), sizeof(double));
-  if (!b.ok() || !scratch.ok()) {
-    std::fprintf(stderr, "weft-perf: rank %d: cannot allocate %zu + %zu bytes of buffers\n", rank, sendBytes,
-                 recvBytes);
-    return false;
+  Locals ls;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    const int rank = firstRank + static_cast<int>(i);
+    ls.push_back({comms[i], rank, std::make_unique<Buffers>(comms[i], sendBytes, recvBytes),
+                  std::make_unique<Buffers>(comms[i], sizeof(double), sizeof(double))});
+    if (!ls.back().b->ok() || !ls.back().scratch->ok()) {
+      std::fprintf(stderr, "weft-perf: rank %d: cannot allocate %zu + %zu bytes of buffers\n", rank, sendBytes,
+                   recvBytes);
+      return false;
+    }
   }
   std::vector<int> roots = info.rooted ? opt.roots : std::vector<int>{-1};
   if (info.rooted && roots[0] < 0) {  // -r all
     roots.clear();
     for (int r = 0; r < nranks; ++r) roots.push_back(r);
   }
+  const bool lead = firstRank == 0;
   if (info.rooted && roots[0] >= nranks) {
-    if (rank == 0) std::fprintf(stderr, "weft-perf: -r %d: root must be below the rank count %d\n", roots[0], nranks);
+    if (lead) std::fprintf(stderr, "weft-perf: -r %d: root must be below the rank count %d\n", roots[0], nranks);
     return false;
   }
   const double factor = info.busFactor(nranks);
-  const bool lead = rank == 0;
-  if (lead && opt.output == Output::kTable) printHeader(opt, nranks, b.onDevice());
+  if (lead && opt.output == Output::kTable) printHeader(opt, nranks, ls[0].b->onDevice());
   if (lead && opt.output == Output::kCsv)
     std::printf(
         "collective,size,count,type,redop,root,oop_time_us,oop_algbw,oop_busbw,oop_wrong,ip_time_us,"
@@ -272,7 +360,7 @@ bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
   int busCount = 0;
   ncclResult_t rc = ncclSuccess;
   const auto start = Clock::now();
-  Watchdog watchdog(opt.timeoutSec, rank);
+  Watchdog watchdog(opt.timeoutSec, firstRank);
   for (ncclDataType_t type : opt.types)
     for (ncclRedOp_t op : info.reduces ? opt.ops : std::vector<ncclRedOp_t>{ncclSum})
       for (int root : roots)
@@ -281,17 +369,21 @@ bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
           watchdog.restart(strFormatSize(info.name, type, op, sizes[s]));
           Row row{shownElems(opt.coll, c) * typeSize(type), shownElems(opt.coll, c), type, op, root, {}, {}};
           for (int v = 0; v < (info.inPlace ? 2 : 1) && rc == ncclSuccess; ++v) {
+            const Call call{opt, opt.coll, c, type, op, root, v == 1, ls, nranks};
             Measure& m = v == 0 ? row.oop : row.ip;
             int64_t wrong = 0;
-            for (int k = 0; k < opt.check && rc == ncclSuccess; ++k)
-              wrong += checkColl(opt.coll, c, type, op, root, v == 1, b, comm, rank, nranks, &rc);
+            for (int k = 0; k < opt.check && rc == ncclSuccess; ++k) wrong += checkOnce(call, &rc);
             if (rc != ncclSuccess) break;
-            const double us = timeIt(opt, opt.coll, c, type, op, root, v == 1, b, comm, rank, nranks, &rc);
+            const double us = timeIt(call, &rc);
             if (rc != ncclSuccess) break;
             const ncclRedOp_t how = opt.average == 2 ? ncclMin : opt.average == 3 ? ncclMax : ncclSum;
-            m.us = acrossRanks(comm, scratch, opt.average == 0 && rank != 0 ? 0 : us, how);
+            // Every rank of the thread ran the same batch: each reports the thread's time.
+            m.us = acrossRanks(
+                ls, [&](const Local& l) { return opt.average == 0 && l.rank != 0 ? 0.0 : us; }, how);
             if (opt.average == 1) m.us /= nranks;
-            m.wrong = static_cast<int64_t>(acrossRanks(comm, scratch, static_cast<double>(wrong), ncclSum));
+            const double threadWrong = static_cast<double>(wrong);
+            m.wrong = static_cast<int64_t>(acrossRanks(
+                ls, [&](const Local& l) { return l.rank == firstRank ? threadWrong : 0.0; }, ncclSum));
             m.valid = true;
             totalWrong += m.wrong;
             if (m.us > 0) busSum += static_cast<double>(row.bytes) / (m.us * 1e3) * factor, ++busCount;
@@ -305,10 +397,11 @@ bool runRank(const Options& opt, ncclComm_t comm, int rank, int nranks) {
                          opName(op), sizes[s], s + 1, sizes.size(), elapsed);
         }
   if (rc != ncclSuccess) {
-    std::fprintf(stderr, "weft-perf: rank %d: %s: %s\n", rank, ncclGetErrorString(rc), ncclGetLastError(comm));
+    std::fprintf(stderr, "weft-perf: rank %d: %s: %s\n", firstRank, ncclGetErrorString(rc),
+                 ncclGetLastError(ls[0].comm));
     return false;
   }
-  if (lead && opt.output == Output::kJson) printJson(opt, rows, nranks, b.onDevice(), factor);
+  if (lead && opt.output == Output::kJson) printJson(opt, rows, nranks, ls[0].b->onDevice(), factor);
   if (lead && opt.output == Output::kTable) {
     std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(totalWrong), totalWrong ? "FAILED" : "OK");
     std::printf("# Avg bus bandwidth    : %g\n#\n", busCount ? busSum / busCount : 0.0);

@@ -67,11 +67,12 @@ struct NetLink {
   int peer = 0;
   std::string peerName;  // "rank 3 (host h2)", for messages
   const Network* net = nullptr;
-  void* listenComm = nullptr;    // receive side, until accepted
-  void* comm = nullptr;          // send or receive comm
-  void* mhandle = nullptr;       // the FIFO slots' registration
-  std::shared_ptr<void> memory;  // the FIFO (NetFifoMemory::owner)
-  device::FifoEnd fifo{};        // the proxy's view: host pointers only (its position is below)
+  void* listenComm = nullptr;             // receive side, until accepted
+  char peerHandle[kNetHandleBytes] = {};  // send side: the receiver's listen handle
+  void* comm = nullptr;                   // send or receive comm
+  void* mhandle = nullptr;                // the FIFO slots' registration
+  std::shared_ptr<void> memory;           // the FIFO (NetFifoMemory::owner)
+  device::FifoEnd fifo{};                 // the proxy's view: host pointers only (its position is below)
 
   uint64_t target = 0;     // steps the posted operations ask for, in total
   uint64_t posted = 0;     // steps whose isend/irecv is posted

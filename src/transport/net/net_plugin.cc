@@ -5,6 +5,7 @@
 
 #include <cstdarg>
 #include <mutex>
+#include <vector>
 
 #include "common/log.h"
 #include "common/params.h"
@@ -28,60 +29,187 @@ void pluginLogger(weftNetLogLevel_t level, unsigned long flags, const char* file
   log::write(ours, subsys, file, line, "%s", text.c_str());
 }
 
-// The library NCCL_NET_PLUGIN names: "none" disables plugins; a name without
-// a slash or ".so" is libnccl-net-<name>.so; unset tries libnccl-net.so.
-std::string pluginLibrary(const std::string& setting) {
-  if (setting.empty()) return "libnccl-net.so";
-  if (strcasecmp(setting.c_str(), "none") == 0) return "";
-  if (setting.find('/') != std::string::npos || setting.find(".so") != std::string::npos) return setting;
-  return "libnccl-net-" + setting + ".so";
+bool endsWith(const std::string& s, const char* tail) {
+  const std::string t(tail);
+  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
-// An external plugin, or an error when NCCL_NET_PLUGIN named one that cannot
-// be used; a missing default library is not an error (null).
-Result<const weftNet_v8_t*> loadExternal(const std::string& setting, std::string* library) {
-  *library = pluginLibrary(setting);
-  if (library->empty()) return static_cast<const weftNet_v8_t*>(nullptr);
-  void* handle = dlopen(library->c_str(), RTLD_NOW | RTLD_LOCAL);
+// The files NCCL would try for `name`, in order: the name itself, then, for a
+// bare name (no '/', not lib*.so), libnccl-net-<name>.so.
+std::vector<std::string> candidateFiles(const std::string& name) {
+  std::vector<std::string> files{name};
+  const bool libraryName = name.rfind("lib", 0) == 0 && endsWith(name, ".so");
+  if (name.find('/') == std::string::npos && !libraryName) files.push_back("libnccl-net-" + name + ".so");
+  return files;
+}
+
+// The library handle (kept for the process), or why none opened.
+void* openLibrary(const std::string& name, std::string* library, std::string* why) {
+  for (const std::string& file : candidateFiles(name)) {
+    if (void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      *library = file;
+      return handle;
+    }
+    const char* error = dlerror();
+    *why += strFormat("%s%s", why->empty() ? "" : "; ", error ? error : ("cannot open " + file).c_str());
+  }
+  return nullptr;
+}
+
+std::string versionSymbol(const char* kind, int version) { return strFormat("nccl%sNetPlugin_v%d", kind, version); }
+
+// The first of versions [from, to], newest first, whose `kind` table the
+// library exports (0: none).
+int newestExported(void* handle, const char* kind, int from, int to) {
+  for (int v = to; v >= from; --v)
+    if (dlsym(handle, versionSymbol(kind, v).c_str()) != nullptr) return v;
+  return 0;
+}
+
+// Why a library holds no table Weft can use, most telling reason first.
+std::string missingTableReason(void* handle, const std::string& library) {
+  if (int newer = newestExported(handle, "", kNetNewestVersion + 1, kNetNewestVersion + 20))
+    return strFormat("%s exports only ncclNetPlugin_v%d, newer than the newest Weft loads (v%d)", library.c_str(),
+                     newer, kNetNewestVersion);
+  if (int older = newestExported(handle, "", 2, kNetOldestVersion - 1))
+    return strFormat("%s exports only ncclNetPlugin_v%d, older than the oldest Weft loads (v%d)", library.c_str(),
+                     older, kNetOldestVersion);
+  if (int coll = newestExported(handle, "Coll", 2, kNetNewestVersion + 20))
+    return strFormat("%s exports only a CollNet table (ncclCollNetPlugin_v%d); Weft has no CollNet support",
+                     library.c_str(), coll);
+  return strFormat("%s exports no ncclNetPlugin_v%d..v%d table", library.c_str(), kNetOldestVersion, kNetNewestVersion);
+}
+
+// Initialises the network and checks it has a device Weft can drive.
+std::string initialise(Network* net) {
+  NetApi& api = *net->api;
+  ncclResult_t rc = api.init(pluginLogger);
+  if (rc != ncclSuccess) return strFormat("its init returned %s", resultName(rc));
+  rc = api.devices(&net->devices);
+  if (rc != ncclSuccess) return strFormat("its devices() returned %s", resultName(rc));
+  if (net->devices <= 0) return "it reports no network devices";
+  NetProperties props;
+  rc = api.getProperties(0, &props);
+  if (rc != ncclSuccess) return strFormat("its getProperties(0) returned %s", resultName(rc));
+  if (props.deviceType != WEFT_NET_DEVICE_HOST)
+    return strFormat("its devices need device-side offload (type %d), which Weft does not drive",
+                     static_cast<int>(props.deviceType));
+  if (!(props.ptrSupport & kNetPtrHost)) return "its devices cannot use host memory, which Weft registers";
+  return "";
+}
+
+}  // namespace
+
+PluginLoad loadNetPlugin(const std::string& name) {
+  PluginLoad load;
+  std::string why;
+  void* handle = openLibrary(name, &load.net.library, &why);
   if (handle == nullptr) {
-    if (setting.empty()) return static_cast<const weftNet_v8_t*>(nullptr);
-    return errorStatus(ncclSystemError, "NCCL_NET_PLUGIN=\"%s\": cannot load %s: %s", setting.c_str(),
-                       library->c_str(), dlerror());
+    load.failure = strFormat("cannot load it: %s", why.c_str());
+    return load;
   }
-  const void* table = dlsym(handle, "ncclNetPlugin_v8");
-  if (table == nullptr) {
-    const bool newer = dlsym(handle, "ncclNetPlugin_v10") || dlsym(handle, "ncclNetPlugin_v9");
-    dlclose(handle);
+  const int version = newestExported(handle, "", kNetOldestVersion, kNetNewestVersion);
+  if (version == 0) {
+    load.failure = missingTableReason(handle, load.net.library);
+    return load;  // the library stays loaded: unloading plugins is not safe in general
+  }
+  if (int coll = newestExported(handle, "Coll", 2, kNetNewestVersion + 20))
+    WEFT_INFO(log::kNet | log::kInit,
+              "NET/Plugin: %s also exports ncclCollNetPlugin_v%d; Weft has no CollNet support and does not use it",
+              load.net.library.c_str(), coll);
+  load.net.api = adaptNetTable(version, dlsym(handle, versionSymbol("", version).c_str()));
+  load.net.external = true;
+  const std::string problem = initialise(&load.net);
+  if (!problem.empty()) {
+    load.failure = strFormat("network %s (ncclNetPlugin_v%d from %s) is not usable: %s", load.net.api->name(), version,
+                             load.net.library.c_str(), problem.c_str());
+    return load;
+  }
+  WEFT_INFO(log::kNet | log::kInit, "NET/Plugin: loaded %s from %s (ncclNetPlugin_v%d, %d devices)",
+            load.net.api->name(), load.net.library.c_str(), version, load.net.devices);
+  return load;
+}
+
+namespace {
+
+// NCCL_NET_PLUGIN as a list of names to try in order; `requested` when the
+// user set it (a failure is then a warning, not a quiet fallback).
+struct PluginSetting {
+  std::vector<std::string> names;
+  bool requested = false;
+};
+
+PluginSetting pluginSetting() {
+  const std::string setting = param::netPlugin();
+  if (setting.empty()) return {{"libnccl-net.so"}, false};
+  PluginSetting out{{}, true};
+  if (strcasecmp(setting.c_str(), "none") == 0) return out;
+  size_t begin = 0;
+  while (begin <= setting.size()) {
+    size_t end = setting.find(',', begin);
+    if (end == std::string::npos) end = setting.size();
+    if (end > begin) out.names.push_back(setting.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+Result<Network> socketNetwork() {
+  Network net;
+  net.api = adaptNetTable(8, &socketNet());
+  if (net.api->init(pluginLogger) != ncclSuccess || net.api->devices(&net.devices) != ncclSuccess || net.devices <= 0)
+    return errorStatus(
+        ncclSystemError, "no usable network: the Socket network found no interface%s%s (NCCL_SOCKET_IFNAME=\"%s\")",
+        socketNetLastError().empty() ? "" : ": ", socketNetLastError().c_str(), param::socketIfname().c_str());
+  return net;
+}
+
+// NCCL_NET named a network no plugin provided: an error saying which
+// requested plugins failed and why, or that nothing has that name.
+Status unknownNetwork(const std::string& wanted, const std::vector<std::string>& failures,
+                      const std::vector<std::string>& seen) {
+  if (!failures.empty()) {
+    std::string why;
+    for (const std::string& f : failures) why += (why.empty() ? "" : "; ") + f;
     return errorStatus(ncclSystemError,
-                       "network plugin %s exports no ncclNetPlugin_v8 table%s; Weft loads version 8 plugins. Unset "
-                       "NCCL_NET_PLUGIN (or set it to none) to use the built-in socket network",
-                       library->c_str(), newer ? " (only newer versions)" : "");
+                       "NCCL_NET=%s: the network plugin asked for cannot be used: %s. Fix NCCL_NET_PLUGIN, or unset "
+                       "NCCL_NET to fall back to the built-in Socket network",
+                       wanted.c_str(), why.c_str());
   }
-  return static_cast<const weftNet_v8_t*>(table);  // the library stays loaded for the process
+  std::string names = "Socket";
+  for (const std::string& n : seen) names += ", " + n;
+  return errorStatus(ncclInvalidUsage, "NCCL_NET=%s names no network here (networks: %s)", wanted.c_str(),
+                     names.c_str());
 }
 
 Result<Network> chooseNetwork() {
-  Network net;
-  WEFT_ASSIGN_OR_RETURN(const weftNet_v8_t* external, loadExternal(param::netPlugin(), &net.library));
+  const PluginSetting setting = pluginSetting();
   const std::string wanted = param::netName();
-  const weftNet_v8_t* candidates[] = {external, &socketNet()};
-  for (const weftNet_v8_t* api : candidates) {
-    if (api == nullptr) continue;
-    if (!wanted.empty() && strcasecmp(wanted.c_str(), api->name) != 0) continue;
-    if (api->init(pluginLogger) != ncclSuccess || api->devices(&net.devices) != ncclSuccess || net.devices <= 0) {
-      WEFT_INFO(log::kNet, "network %s is not usable here (%s)", api->name, networkLastError(net).c_str());
+  std::vector<std::string> failures;
+  std::vector<std::string> seen;  // networks that loaded but NCCL_NET passed over
+  for (const std::string& name : setting.names) {
+    PluginLoad load = loadNetPlugin(name);
+    if (!load.failure.empty()) {
+      if (setting.requested) {
+        WEFT_WARN("NET/Plugin: NCCL_NET_PLUGIN=%s: %s; not using it", name.c_str(), load.failure.c_str());
+        failures.push_back(strFormat("%s: %s", name.c_str(), load.failure.c_str()));
+      } else {
+        WEFT_INFO(log::kNet | log::kInit, "NET/Plugin: no plugin in use (%s)", load.failure.c_str());
+      }
       continue;
     }
-    net.api = api;
-    net.external = api == external;
-    WEFT_INFO(log::kNet | log::kInit, "Using network %s (%d devices)%s%s", api->name, net.devices,
-              net.external ? " from " : "", net.external ? net.library.c_str() : "");
-    return net;
+    if (!wanted.empty() && strcasecmp(wanted.c_str(), load.net.api->name()) != 0) {
+      seen.push_back(load.net.api->name());
+      continue;
+    }
+    WEFT_INFO(log::kNet | log::kInit, "Using network %s (%d devices) from %s", load.net.api->name(), load.net.devices,
+              load.net.library.c_str());
+    return std::move(load.net);
   }
-  return errorStatus(ncclSystemError, "no usable network%s%s%s (NCCL_SOCKET_IFNAME=\"%s\")",
-                     wanted.empty() ? "" : " named NCCL_NET=", wanted.c_str(),
-                     socketNetLastError().empty() ? "" : (": " + socketNetLastError()).c_str(),
-                     param::socketIfname().c_str());
+  if (!wanted.empty() && strcasecmp(wanted.c_str(), "Socket") != 0) return unknownNetwork(wanted, failures, seen);
+  WEFT_ASSIGN_OR_RETURN(Network net, socketNetwork());
+  WEFT_INFO(log::kNet | log::kInit, "Using network Socket (%d devices)", net.devices);
+  return net;
 }
 
 }  // namespace

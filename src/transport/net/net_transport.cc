@@ -1,6 +1,8 @@
 // net transport: each side keeps a FIFO in its own memory, and the network
-// joins them. The receiver listens and sends the handle in the blob; the
-// sender connects; the receiver accepts in the third phase. From then on the
+// joins them. The receiver listens and sends the handle in the blob; then the
+// sender's connect and the receiver's accept are polled (progressSetup) until
+// both return a comm: some networks finish a connect only once the peer
+// accepted, so neither side may wait on one call alone. From then on the
 // communicator's proxy moves the FIFO slots (src/proxy/).
 //
 // cuda backend: the FIFO is pinned host memory mapped into the rank's device
@@ -10,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/clock.h"
 #include "common/log.h"
 #include "common/params.h"
 #include "device/backend/cuda/runtime.h"
@@ -65,7 +66,7 @@ Result<NetFifoMemory> allocateMappedFifo(const LinkSpec& link, size_t bytes) {
 Status netError(const NetLink& l, const char* what, ncclResult_t code) {
   const std::string detail = networkLastError(*l.net);
   return errorStatus(code == ncclSuccess ? ncclSystemError : code, "%s %s %s on channel %d over %s: %s%s", what,
-                     l.isSend ? "to" : "from", l.peerName.c_str(), l.channel, l.net->api->name, resultName(code),
+                     l.isSend ? "to" : "from", l.peerName.c_str(), l.channel, l.net->api->name(), resultName(code),
                      detail.empty() ? "" : (" (" + detail + ")").c_str());
 }
 
@@ -116,48 +117,33 @@ class NetTransport final : public Transport {
     return okStatus();
   }
 
+  // The handshake may need the peer's accept, which it runs in its own
+  // progressSetup: only keep the handle here.
   Status connectSend(const LinkSpec& spec, const ConnectBlob& blob, Connection* conn) const override {
     WEFT_ASSIGN_OR_RETURN(std::shared_ptr<NetLink> link, makeLink(spec, true, conn));
-    char handle[kNetHandleBytes];
-    std::memcpy(handle, blob.data, sizeof(handle));
-    const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
-    uint32_t polls = 0;
-    while (link->comm == nullptr) {
-      weftNetDeviceHandle_v8_t* devComm = nullptr;
-      ncclResult_t rc = link->net->api->connect(deviceFor(spec, *link->net), handle, &link->comm, &devComm);
-      if (rc != ncclSuccess) return netError(*link, "connecting", rc);
-      if (link->comm != nullptr) break;
-      if (deadline.expired())
-        return errorStatus(ncclRemoteError, "connecting to %s on channel %d: no answer in %lld s",
-                           spec.peerName.c_str(), spec.channel, static_cast<long long>(param::bootstrapTimeoutSec()));
-      if (spec.keepWaiting && (++polls % 1000) == 0) WEFT_RETURN_IF_ERROR(spec.keepWaiting());  // ~every 100 ms
-      struct timespec pause = {0, 100000};
-      nanosleep(&pause, nullptr);
-    }
-    WEFT_RETURN_IF_ERROR(registerSlots(link.get()));
+    static_assert(sizeof(link->peerHandle) <= sizeof(blob.data), "network handle does not fit the connect blob");
+    std::memcpy(link->peerHandle, blob.data, sizeof(link->peerHandle));
     adopt(std::move(link), this, conn);
     return okStatus();
   }
 
-  Status finishRecv(const LinkSpec& spec, Connection* conn) const override {
+  // One connect (sender) or accept (receiver) call; a null comm means the
+  // handshake is still under way.
+  Status progressSetup(const LinkSpec& spec, Connection* conn, bool* done) const override {
     NetLink* link = conn->netLink;
-    const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
-    uint32_t polls = 0;
-    while (link->comm == nullptr) {
-      weftNetDeviceHandle_v8_t* devComm = nullptr;
-      ncclResult_t rc = link->net->api->accept(link->listenComm, &link->comm, &devComm);
-      if (rc != ncclSuccess) return netError(*link, "accepting a connection", rc);
-      if (link->comm != nullptr) break;
-      if (deadline.expired())
-        return errorStatus(ncclRemoteError, "waiting for %s to connect on channel %d: nothing in %lld s",
-                           spec.peerName.c_str(), spec.channel, static_cast<long long>(param::bootstrapTimeoutSec()));
-      if (spec.keepWaiting && (++polls % 1000) == 0) WEFT_RETURN_IF_ERROR(spec.keepWaiting());  // ~every 100 ms
-      struct timespec pause = {0, 100000};
-      nanosleep(&pause, nullptr);
+    *done = link->comm != nullptr;
+    if (*done) return okStatus();
+    ncclResult_t rc = link->isSend ? link->net->api->connect(deviceFor(spec, *link->net), link->peerHandle, &link->comm)
+                                   : link->net->api->accept(link->listenComm, &link->comm);
+    if (rc != ncclSuccess) return netError(*link, link->isSend ? "connecting" : "accepting a connection", rc);
+    if (link->comm == nullptr) return okStatus();
+    if (!link->isSend) {
+      (void)link->net->api->closeListen(link->listenComm);
+      link->listenComm = nullptr;
     }
-    (void)link->net->api->closeListen(link->listenComm);
-    link->listenComm = nullptr;
-    return registerSlots(link);
+    WEFT_RETURN_IF_ERROR(registerSlots(link));
+    *done = true;
+    return okStatus();
   }
 };
 

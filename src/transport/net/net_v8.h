@@ -1,8 +1,7 @@
 // The network plugin interface, version 8: a C table of function pointers
-// with the same layout, values and calling conventions as NCCL's ncclNet_v8_t,
-// so a plugin built for NCCL (libnccl-net-<name>.so exporting
-// ncclNetPlugin_v8) loads into Weft unchanged, and Weft's own networks
-// (sockets today) sit behind the same table.
+// with the same layout, values and calling conventions as NCCL's ncclNet_v8_t.
+// Weft's own networks (sockets today) are version 8 tables; plugins of every
+// version from 6 to 12 load through net_api.h's adapters.
 //
 // Contract, as the proxy uses it (see src/proxy/proxy.cc):
 //   listen    receiver side: a handle (<= kNetHandleBytes) for the sender

@@ -30,6 +30,10 @@ class CudaCoop {
   static constexpr bool kHasLL = true;
   // No direct mode yet: kernels would need peers' buffers mapped (registration).
   static constexpr bool kHasDirect = false;
+  // Butterfly, halving-doubling and the hierarchical ring: host team only
+  // (kernel build budget).
+  static constexpr bool kHasExchange = false;
+  static constexpr bool kHasHierRing = false;
   // scratch: at least 2 ints of the block's shared memory. report: this
   // block's report in host-mapped memory (null: none); timeoutNs 0: no timeout.
   // Host-callable too: the host pass of this class (one thread, a host
@@ -75,10 +79,12 @@ class CudaCoop {
 #endif
   }
 
+  // `ready` (run by the leader) may record a mismatched call: the wait then
+  // fails for the whole block although the data is there.
   template <typename Ready, typename Culprit>
   __host__ __device__ bool waitUntil(Ready&& ready, Culprit&& culprit) {
     int ok = 1;
-    if (leader()) ok = failed_ ? 0 : leaderWait(ready, culprit);
+    if (leader()) ok = failed_ ? 0 : leaderWait(ready, culprit) && !failed_;
     ok = broadcastFromLeader(ok);
     if (!ok) failed_ = true;
     return ok != 0;
@@ -112,6 +118,30 @@ class CudaCoop {
   }
 
   __host__ __device__ bool failed() const { return failed_; }
+
+  // The call being run (device/signature.h); word 0: unchecked.
+  __host__ __device__ void setCallSignature(const CallSignature& sig) {
+    call_ = sig;
+    callHash_ = callHash(sig);
+  }
+  __host__ __device__ uint32_t callSignatureHash() const { return callHash_; }
+  __host__ __device__ const CallSignature& callSignature() const { return call_; }
+  // Leader only: a step from site.peer belongs to another call. Recorded like
+  // a timeout (the host names both calls), and the block fails its waits.
+  __host__ __device__ __noinline__ void recordMismatch(const WaitSite& site, const CallSignature& theirs) {
+    if (failed_) return;
+    failed_ = true;
+    if (report_ != nullptr) {
+      storeRelaxed(&report_->theirs[0], theirs.word);
+      storeRelaxed(&report_->theirs[1], theirs.count);
+      storeRelaxed(&report_->ours[0], call_.word);
+      storeRelaxed(&report_->ours[1], call_.count);
+      storeRelaxed(&report_->waitedNs, int64_t{0});
+      storeRelaxed(&report_->kind, static_cast<uint32_t>(WaitFailure::kMismatch));
+      storeRelease(&report_->word, packWaitWord(WaitState::kFailed, site));
+    }
+    if (abortFlag_ != nullptr) storeRelease(abortFlag_, 1u);
+  }
 
  private:
   // The spin is inlined at every wait site; what runs every 1024 polls is
@@ -180,6 +210,8 @@ class CudaCoop {
   int* scratch_;
   WaitReport* report_;
   int64_t timeoutNs_;
+  CallSignature call_{0, 0};
+  uint32_t callHash_ = 0;
   bool failed_ = false;
 };
 

@@ -18,6 +18,7 @@ __global__ void __launch_bounds__(1024) dataOnlyKernel(const __grid_constant__ K
     // begins, so the block waits for that write first.
     if (i > 0) coop.sync();
     const WorkItem& item = args.items[channel.firstItem + i];
+    coop.setCallSignature(itemSignature(item));
     if (item.kind == WorkItem::Kind::kColl)
       runDataOnly(coop, channel.view, item.coll);
     else

@@ -15,7 +15,9 @@ __global__ void __launch_bounds__(1024) reducingKernel(const __grid_constant__ K
   const KernelChannel& channel = args.channels[blockIdx.x];
   for (int i = 0; i < channel.itemCount && !coop.failed(); ++i) {
     if (i > 0) coop.sync();  // the leader's write-back of FIFO positions, before every thread reloads them
-    runReducingOp<T, K>(coop, channel.view, args.items[channel.firstItem + i].coll);
+    const WorkItem& item = args.items[channel.firstItem + i];
+    coop.setCallSignature(itemSignature(item));
+    runReducingOp<T, K>(coop, channel.view, item.coll);
   }
 }
 

@@ -47,6 +47,8 @@ class HostCoop {
   static constexpr bool kHasLL = true;
   // Ring calls in direct mode (ranks as threads: peers' user buffers are addressable).
   static constexpr bool kHasDirect = true;
+  static constexpr bool kHasExchange = true;
+  static constexpr bool kHasHierRing = true;
   static constexpr int threadRank() { return 0; }
   static constexpr int size() { return 1; }
   static constexpr bool leader() { return true; }
@@ -55,10 +57,12 @@ class HostCoop {
   void publishFence() {}
   int broadcastFromLeader(int value) { return value; }
 
+  // `ready` may record a mismatched call (recordMismatch): the wait then
+  // fails although the data is there.
   template <typename Ready, typename Culprit>
   bool waitUntil(Ready&& ready, Culprit&& culprit) {
     if (failure_.kind != WaitFailure::kNone) return false;
-    if (ready()) return true;
+    if (ready()) return failure_.kind == WaitFailure::kNone;
     return waitSlow(ready, culprit);
   }
 
@@ -74,6 +78,23 @@ class HostCoop {
   bool failed() const { return failure_.kind != WaitFailure::kNone; }
   const WaitFailureInfo& failure() const { return failure_; }
 
+  // The call being run (device/signature.h): what producers sign and
+  // consumers expect. Word 0: unchecked.
+  void setCallSignature(const CallSignature& sig) {
+    call_ = sig;
+    callHash_ = callHash(sig);
+  }
+  uint32_t callSignatureHash() const { return callHash_; }
+  const CallSignature& callSignature() const { return call_; }
+  // A consumer found a step of another call from `site.peer`.
+  void recordMismatch(const WaitSite& site, const CallSignature& theirs) {
+    if (failure_.kind != WaitFailure::kNone) return;
+    failure_.kind = WaitFailure::kMismatch;
+    failure_.site = site;
+    failure_.theirs = theirs;
+    failure_.ours = call_;
+  }
+
  private:
   template <typename Ready, typename Culprit>
   bool waitSlow(Ready& ready, Culprit& culprit) {
@@ -83,7 +104,7 @@ class HostCoop {
     int64_t nextPeerCheck = 0;
     for (uint32_t polls = 1;; ++polls) {
       if (!config_.help || !config_.help(config_.helpContext)) backoff.pause();
-      if (ready()) return true;
+      if (ready()) return failure_.kind == WaitFailure::kNone;
       if ((polls & 255) != 0 && !backoff.pastSpinning()) continue;
       const int64_t now = nowNs();
       if (start == 0) {
@@ -116,6 +137,8 @@ class HostCoop {
 
   const HostWaitConfig& config_;
   WaitFailureInfo failure_;
+  CallSignature call_{0, 0};
+  uint32_t callHash_ = 0;
 };
 
 }  // namespace weft::device

@@ -22,6 +22,7 @@ WaitFailureInfo hostRunChannel(const ChannelView& channel, const WorkItem* items
                                const HostWaitConfig& config) {
   HostCoop coop(config);
   for (size_t i = 0; i < count && !coop.failed(); ++i) {
+    coop.setCallSignature(itemSignature(items[i]));
     if (items[i].kind == WorkItem::Kind::kColl)
       runCollective(coop, channel, items[i].coll);
     else
