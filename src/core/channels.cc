@@ -320,6 +320,7 @@ Status buildChannels(Comm* comm) {
   }
   WEFT_RETURN_IF_ERROR(applyBrokenLinks(comm));
   comm->hierPlan = planHierarchy(nodes, comm->brokenLinks);
+  comm->tuner = tuning::TunerSession::open(static_cast<size_t>(comm->nranks), nodes.size());
   return okStatus();
 }
 

@@ -27,6 +27,7 @@
 #include "proxy/proxy.h"
 #include "transport/connection.h"
 #include "tuning/algo.h"
+#include "tuning/tuner_plugin.h"
 #include "weft.h"
 
 namespace weft::core {
@@ -132,8 +133,9 @@ struct Comm {
   int ranksPerNode = 1;
   int treeDepth = 0;
   tuning::AlgoFilter algoFilter;
-  tuning::ProtoFilter protoFilter;  // NCCL_PROTO
-  bool directAllowed = true;        // WEFT_DIRECT
+  tuning::ProtoFilter protoFilter;              // NCCL_PROTO
+  std::unique_ptr<tuning::TunerSession> tuner;  // NCCL_TUNER_PLUGIN; null: none
+  bool directAllowed = true;                    // WEFT_DIRECT
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).
   std::vector<int> nodeOf;

@@ -41,8 +41,10 @@ PlanInputs planInputs(const Comm& comm) {
   // the cuda backend uses it only when NCCL_PROTO asks, until it is measured
   // on a GPU.
   in.protoFilter = &comm.protoFilter;
+  in.tuner = comm.tuner.get();
   in.llPossible = comm.nnodes == 1 && !comm.proxy;
   in.llByDefault = comm.backend == weftBackendHost;
+  in.llSumOnly = comm.backend != weftBackendHost;
   in.directPossible =
       comm.directAllowed && comm.backend == weftBackendHost && comm.nnodes == 1 && allRanksInProcess(comm);
   in.checkCalls = comm.checkCalls;

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "core/datatypes.h"
+#include "tuning/tuner_plugin.h"
 #include "tuning/tuning.h"
 
 namespace weft::core {
@@ -66,7 +67,7 @@ tuning::CollKind collKind(Func func) {
 }
 
 // Ring, tree or one-shot (the same choice on every rank: its inputs are agreed).
-void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
+tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
   static const tuning::AlgoFilter kAll;
   const tuning::LinkCosts costs = tuning::hostLinkCosts(in.oversubscribed);
   const tuning::Choice choice =
@@ -84,10 +85,18 @@ void chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work
     case tuning::Algorithm::kHierarchicalRing: work->algo = device::Algo::kHierRing; break;
     default: break;
   }
+  return choice;
 }
 
 void addOnce(std::vector<int>* list, int c) {
   if (std::find(list->begin(), list->end(), c) == list->end()) list->push_back(c);
+}
+
+void useLL(const PlanInputs& in, uint64_t elemSize, device::CollWork* work);
+
+// Whether this call may run LL: links within a node, and a kernel for it.
+bool llPossibleFor(const PlanInputs& in, const device::CollWork& work) {
+  return in.llPossible && (!in.llSumOnly || isDataOnly(work.func) || work.op == device::RedOpKind::kSum);
 }
 
 // Simple or LL (the same choice on every rank). Under LL a chunk spans as
@@ -104,17 +113,53 @@ void chooseProto(const PlanInputs& in, int64_t totalBytes, uint64_t elemSize, de
              : work->algo == device::Algo::kOneShot ? tuning::Algorithm::kOneShot
                                                     : tuning::Algorithm::kRing;
   pin.bytes = totalBytes;
-  pin.llPossible = in.llPossible;
+  pin.llPossible = llPossibleFor(in, *work);
   pin.llByDefault = in.llByDefault;
   const tuning::ProtoChoice choice = tuning::chooseProtocol(pin, in.protoFilter ? *in.protoFilter : kAny);
   WEFT_INFO(log::kTuning, "%s %lld bytes, %s: protocol %s (%s)", tuning::collKindName(pin.coll),
             static_cast<long long>(totalBytes), tuning::algorithmName(pin.algo), tuning::protocolName(choice.proto),
             choice.reason);
-  if (choice.proto != tuning::Protocol::kLL) return;
+  if (choice.proto == tuning::Protocol::kLL) useLL(in, elemSize, work);
+}
+
+// Under LL a chunk spans as many LL steps as a Simple chunk spans slots.
+void useLL(const PlanInputs& in, uint64_t elemSize, device::CollWork* work) {
   work->proto = device::Proto::kLL;
   const uint64_t llPayload = static_cast<uint64_t>(device::llStepBytesFor(in.stepBytes)) / 2;
   const uint64_t chunk = llPayload * static_cast<uint64_t>(in.chunkSteps) / elemSize;
   work->chunkElems = std::max<uint64_t>(work->alignElems, chunk / work->alignElems * work->alignElems);
+}
+
+// A tuner plugin (NCCL_TUNER_PLUGIN) is offered Weft's estimates for the
+// combinations NCCL's cost table has (Ring and Tree, Simple and LL, where
+// possible and allowed) and may pick one of them and the channel count.
+// Every rank asks its own copy: a plugin must answer alike on every rank,
+// as under NCCL (docs/tuning.md says what happens when it does not).
+void askTuner(const PlanInputs& in, const tuning::Choice& choice, int64_t totalBytes, uint64_t elemSize,
+              uint64_t simpleChunk, device::CollWork* work, int* nch) {
+  static const tuning::AlgoFilter kAllAlgos;
+  static const tuning::ProtoFilter kAnyProto;
+  const tuning::AlgoFilter& algos = in.algoFilter ? *in.algoFilter : kAllAlgos;
+  const tuning::ProtoFilter& protos = in.protoFilter ? *in.protoFilter : kAnyProto;
+  const tuning::CollKind coll = collKind(work->func);
+  tuning::TunerCosts offered;
+  for (tuning::Algorithm a : {tuning::Algorithm::kRing, tuning::Algorithm::kTree}) {
+    const double us = choice.estimateUs[static_cast<int>(a)];
+    if (us < 0.0 || !algos.allows(coll, a)) continue;
+    if (protos.allows(coll, tuning::Protocol::kSimple)) offered.offer(a, tuning::Protocol::kSimple, us);
+    if (llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL))
+      offered.offer(a, tuning::Protocol::kLL, tuning::llEstimateUs(us, totalBytes));
+  }
+  const tuning::TunerAnswer answer = in.tuner->ask(coll, static_cast<size_t>(totalBytes), in.pipeOps, offered);
+  if (answer.nChannels > 0) *nch = std::min(answer.nChannels, in.channels);
+  if (!answer.decided) return;
+  work->algo = answer.algo == tuning::Algorithm::kTree ? device::Algo::kTree : device::Algo::kRing;
+  work->proto = device::Proto::kSimple;
+  work->chunkElems = simpleChunk;
+  if (answer.proto == tuning::Protocol::kLL) useLL(in, elemSize, work);
+  WEFT_INFO(log::kTuning, "%s %lld bytes: tuner %s chose %s, %s, %d channels", tuning::collKindName(coll),
+            static_cast<long long>(totalBytes), in.tuner->name().c_str(), tuning::algorithmName(answer.algo),
+            tuning::protocolName(answer.proto), *nch);
 }
 
 // Direct mode (ring AllReduce, AllGather, Broadcast under Simple, large):
@@ -144,11 +189,15 @@ void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* pl
   if (work.count == 0) return;
   int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
-  if (task.func != Func::kReduce) chooseAlgo(in, totalBytes, &work);
+  tuning::Choice choice{};
+  if (task.func != Func::kReduce) choice = chooseAlgo(in, totalBytes, &work);
+  const uint64_t simpleChunk = work.chunkElems;
   chooseProto(in, totalBytes, elemSize, &work);
+  int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
+  if (in.tuner != nullptr && task.func != Func::kReduce)
+    askTuner(in, choice, totalBytes, elemSize, simpleChunk, &work, &nch);
   chooseDirect(in, totalBytes, &work);
   work.seq = static_cast<uint32_t>(seq);
-  const int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {
     uint64_t start = perChannel * static_cast<uint64_t>(c);
@@ -240,9 +289,11 @@ Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const
                  Plan* plan) {
   plan->reset(in.channels);
   uint64_t seq = in.firstSeq;
+  PlanInputs inputs = in;
+  inputs.pipeOps = static_cast<int>(std::max<size_t>(1, colls.size()));
   for (const CollTask& task : colls) {
     beginBatch(plan, keyOf(task));
-    planColl(in, task, seq++, plan);
+    planColl(inputs, task, seq++, plan);
     endBatch(plan);
   }
   if (!p2ps.empty()) {

@@ -12,6 +12,10 @@
 #include "tuning/algo.h"
 #include "tuning/proto.h"
 
+namespace weft::tuning {
+class TunerSession;
+}
+
 namespace weft::core {
 
 struct PlanInputs {
@@ -33,6 +37,7 @@ struct PlanInputs {
   const tuning::ProtoFilter* protoFilter = nullptr;
   bool llPossible = false;
   bool llByDefault = false;
+  bool llSumOnly = false;  // the backend has LL kernels for the sum and data-only calls only
   // Every rank is a thread of this process and the backend has direct mode:
   // large ring calls write straight into the peers' user buffers.
   bool directPossible = false;
@@ -40,6 +45,10 @@ struct PlanInputs {
   // collectives planned get sequence numbers firstSeq, firstSeq + 1, ...
   bool checkCalls = true;
   uint64_t firstSeq = 0;
+  // A tuner plugin's session (NCCL_TUNER_PLUGIN; null: none), and the
+  // collectives in the group being planned (its numPipeOps).
+  const tuning::TunerSession* tuner = nullptr;
+  int pipeOps = 1;
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.

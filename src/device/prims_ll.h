@@ -194,7 +194,8 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
   WEFT_HD WaitSite signatureCulprit(int nr) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i) {
       uint64_t theirs = 0;
-      if (!llLoadPack(llSigPack(recv_[i]), llFlag(recv_[i].llStep), &theirs)) return WaitSite{recv_[i].peer, 0, channel_};
+      if (!llLoadPack(llSigPack(recv_[i]), llFlag(recv_[i].llStep), &theirs))
+        return WaitSite{recv_[i].peer, 0, channel_};
     }
     return WaitSite{-1, 0, channel_};
   }

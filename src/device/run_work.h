@@ -226,8 +226,9 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
 // get its instantiations.
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  if constexpr (Coop::kHasLL) {
-    if (work.proto == Proto::kLL && hasLLForm(work.algo)) return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
+  if constexpr (Coop::kHasLL && (K == RedOpKind::kSum || !Coop::kLLSumOnly)) {
+    if (work.proto == Proto::kLL && hasLLForm(work.algo))
+      return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
   }
   runReducingProto<T, K, Coop, ProtoSimple>(coop, channel, work);
 }

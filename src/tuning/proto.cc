@@ -1,5 +1,6 @@
 #include "tuning/proto.h"
 
+#include <algorithm>
 #include <cctype>
 #include <sstream>
 
@@ -100,6 +101,11 @@ ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter) {
   const int64_t limit = in.algo == Algorithm::kOneShot ? kLLMaxBytesOneShot : kLLMaxBytesRing;
   if (in.algo == Algorithm::kTree || in.bytes > limit) return {Protocol::kSimple, "Simple is faster at this size"};
   return {Protocol::kLL, "LL is faster at this size"};
+}
+
+double llEstimateUs(double simpleUs, int64_t bytes) {
+  if (bytes <= kLLMaxBytesRing) return simpleUs * 0.95;
+  return simpleUs * std::min(12.0, 1.0 + static_cast<double>(bytes) / 2800.0);
 }
 
 }  // namespace weft::tuning

@@ -65,6 +65,12 @@ struct ProtoChoice {
   const char* reason;
 };
 
+// LL's time for a call whose Simple estimate is simpleUs, by the ratio
+// measured on the host (docs/performance.md): level or slightly ahead up to
+// kLLMaxBytesRing, then about 1 + bytes / 2.8 KiB (1.2x at 512 B, 1.7x at
+// 2 KiB, 3.5x at 8 KiB), at most 12x. What a tuner plugin is offered for LL.
+double llEstimateUs(double simpleUs, int64_t bytes);
+
 // LL when it is possible, allowed and the message small; else Simple. LL128
 // is never chosen: Weft does not implement it (on the host a 128-byte store
 // is not seen whole; on GPUs it is not built yet).

@@ -78,5 +78,27 @@ TEST(PlanProto, NoLLThroughTheNetwork) {
   EXPECT_EQ(planOne(in, device::Func::kAllReduce, 2).proto, device::Proto::kSimple);
 }
 
+// A backend with LL kernels for the sum and data-only calls alone (cuda)
+// keeps every other op on Simple, even when NCCL_PROTO asks for LL only.
+TEST(PlanProto, LLSumOnlyBackendKeepsOtherOpsOnSimple) {
+  auto llOnly = tuning::ProtoFilter::parse("LL");
+  ASSERT_TRUE(llOnly.ok());
+  PlanInputs in = inputs(&llOnly.value());
+  in.llSumOnly = true;
+  EXPECT_EQ(planOne(in, device::Func::kAllReduce, 2).proto, device::Proto::kLL);
+  EXPECT_EQ(planOne(in, device::Func::kAllGather, 2).proto, device::Proto::kLL);
+  static float buffer[4];
+  CollTask task{};
+  task.func = device::Func::kAllReduce;
+  task.sendbuff = buffer;
+  task.recvbuff = buffer;
+  task.count = 2;
+  task.dtype = ncclFloat32;
+  task.op.kind = device::RedOpKind::kMax;
+  Plan plan;
+  ASSERT_TRUE(planTasks(in, {task}, {}, &plan).ok());
+  EXPECT_EQ(plan.channels[0][0].coll.proto, device::Proto::kSimple);
+}
+
 }  // namespace
 }  // namespace weft::core

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/params.h"
+#include "common/plugin_lib.h"
 #include "transport/net/socket_net.h"
 
 namespace weft::transport {
@@ -16,44 +17,10 @@ namespace {
 
 // Plugins log through this: their lines join Weft's, under NCCL_DEBUG.
 void pluginLogger(weftNetLogLevel_t level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  const log::Level ours = level == WEFT_NET_LOG_WARN    ? log::Level::kWarn
-                          : level == WEFT_NET_LOG_TRACE ? log::Level::kTrace
-                          : level == WEFT_NET_LOG_INFO  ? log::Level::kInfo
-                                                        : log::Level::kVersion;
-  const uint32_t subsys = static_cast<uint32_t>(flags);
-  if (!log::enabled(ours, subsys)) return;
   va_list args;
   va_start(args, fmt);
-  const std::string text = strFormatV(fmt, args);
+  pluginLogV(static_cast<int>(level), flags, file, line, fmt, args);
   va_end(args);
-  log::write(ours, subsys, file, line, "%s", text.c_str());
-}
-
-bool endsWith(const std::string& s, const char* tail) {
-  const std::string t(tail);
-  return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-}
-
-// The files NCCL would try for `name`, in order: the name itself, then, for a
-// bare name (no '/', not lib*.so), libnccl-net-<name>.so.
-std::vector<std::string> candidateFiles(const std::string& name) {
-  std::vector<std::string> files{name};
-  const bool libraryName = name.rfind("lib", 0) == 0 && endsWith(name, ".so");
-  if (name.find('/') == std::string::npos && !libraryName) files.push_back("libnccl-net-" + name + ".so");
-  return files;
-}
-
-// The library handle (kept for the process), or why none opened.
-void* openLibrary(const std::string& name, std::string* library, std::string* why) {
-  for (const std::string& file : candidateFiles(name)) {
-    if (void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *library = file;
-      return handle;
-    }
-    const char* error = dlerror();
-    *why += strFormat("%s%s", why->empty() ? "" : "; ", error ? error : ("cannot open " + file).c_str());
-  }
-  return nullptr;
 }
 
 std::string versionSymbol(const char* kind, int version) { return strFormat("nccl%sNetPlugin_v%d", kind, version); }
@@ -103,7 +70,7 @@ std::string initialise(Network* net) {
 PluginLoad loadNetPlugin(const std::string& name) {
   PluginLoad load;
   std::string why;
-  void* handle = openLibrary(name, &load.net.library, &why);
+  void* handle = openPluginLibrary(name, "net", &load.net.library, &why);
   if (handle == nullptr) {
     load.failure = strFormat("cannot load it: %s", why.c_str());
     return load;

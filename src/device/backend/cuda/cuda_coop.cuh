@@ -26,8 +26,12 @@ class CudaCoop {
   // keeps cuda communicators within a node on rings.
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = false;
-  // LL (prims_ll.h, 16-byte lines): ring and tree kernels under LL too.
+  // LL (prims_ll.h, 16-byte lines): ring and tree kernels under LL too, for
+  // the data-only collectives and the sum only: LL for every op would
+  // triple the kernels' build time (the planner keeps the other ops on
+  // Simple: PlanInputs::llSumOnly).
   static constexpr bool kHasLL = true;
+  static constexpr bool kLLSumOnly = true;
   // No direct mode yet: kernels would need peers' buffers mapped (registration).
   static constexpr bool kHasDirect = false;
   // Butterfly, halving-doubling and the hierarchical ring: host team only

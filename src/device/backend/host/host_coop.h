@@ -45,6 +45,7 @@ class HostCoop {
   static constexpr bool kHasTree = true;
   static constexpr bool kHasOneShot = true;
   static constexpr bool kHasLL = true;
+  static constexpr bool kLLSumOnly = false;
   // Ring calls in direct mode (ranks as threads: peers' user buffers are addressable).
   static constexpr bool kHasDirect = true;
   static constexpr bool kHasExchange = true;

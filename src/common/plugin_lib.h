@@ -1,0 +1,28 @@
+// Opening plugin libraries the way NCCL names them (NCCL_NET_PLUGIN,
+// NCCL_TUNER_PLUGIN), and the logger plugins are given.
+#pragma once
+
+#include <cstdarg>
+#include <string>
+#include <vector>
+
+namespace weft {
+
+// The files NCCL would try for `name`, in order: the name itself (a path, or
+// a file the dynamic loader searches), then, for a bare name (no '/', not
+// lib*.so), libnccl-<kind>-<name>.so.
+std::vector<std::string> pluginCandidateFiles(const std::string& name, const char* kind);
+
+// The handle of the first candidate that opens (the library stays loaded for
+// the process: unloading plugins is not safe in general) and its file name,
+// or null with every candidate's dlerror in *why.
+void* openPluginLibrary(const std::string& name, const char* kind, std::string* library, std::string* why);
+
+// The logger NCCL passes to plugins (ncclDebugLogger_t): level numbered as
+// ncclDebugLogLevel (1 version, 2 warn, 3 info, 5 trace), flags as NCCL's
+// subsystems. Lines join Weft's log under NCCL_DEBUG.
+void pluginLog(int level, unsigned long flags, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void pluginLogV(int level, unsigned long flags, const char* file, int line, const char* fmt, va_list args);
+
+}  // namespace weft
