@@ -86,6 +86,12 @@ QpInfo IbComm::localInfo(uint64_t cookie) const {
   return info;
 }
 
+std::vector<uint32_t> IbComm::qpNumbers() const {
+  std::vector<uint32_t> out;
+  for (const ibv_qp* qp : qps_) out.push_back(qp->qp_num);
+  return out;
+}
+
 namespace {
 
 // The address vector of the peer: a LID on InfiniBand, a GID (with the

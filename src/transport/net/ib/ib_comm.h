@@ -74,6 +74,7 @@ class IbComm {
   Status test(Request* request, bool* done, int* bytes);
 
   bool isSend() const { return isSend_; }
+  std::vector<uint32_t> qpNumbers() const;
   IbDevice* device() const { return device_; }
   Socket control;    // the set-up socket, kept to notice a peer that exits
   std::string peer;  // its address, for messages

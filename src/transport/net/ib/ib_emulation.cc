@@ -131,7 +131,8 @@ int deallocPd(ibv_pd* pd) {
 }
 
 ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
-  if (addr == nullptr || length == 0) {
+  const bool remoteWithoutLocal = (access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE);
+  if (addr == nullptr || length == 0 || remoteWithoutLocal) {  // the verbs specification's rules
     errno = EINVAL;
     return nullptr;
   }
