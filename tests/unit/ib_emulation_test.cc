@@ -326,5 +326,31 @@ TEST(IbEmulation, WriteWithImmWithoutAReceiveIsCaught) {
   EXPECT_EQ(sent[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
 }
 
+// ---- the real library ---------------------------------------------------------
+
+// libibverbs through dlopen: every verb resolved when the library is there
+// (the machine may have no RDMA device: listing them must still work), a
+// reason naming it when not.
+TEST(IbSystemVerbs, LoadsEveryVerbOrSaysWhy) {
+  std::string why;
+  const Verbs* v = loadSystemVerbs(&why);
+  if (v == nullptr) {
+    EXPECT_NE(why.find("libibverbs.so.1"), std::string::npos) << why;
+    GTEST_SKIP() << "no libibverbs here: " << why;
+  }
+  EXPECT_STREQ(v->source, "libibverbs.so.1");
+  const void* verbsUsed[] = {reinterpret_cast<const void*>(v->getDeviceList), reinterpret_cast<const void*>(v->openDevice),
+                             reinterpret_cast<const void*>(v->queryPort),     reinterpret_cast<const void*>(v->regMr),
+                             reinterpret_cast<const void*>(v->createQp),      reinterpret_cast<const void*>(v->modifyQp),
+                             reinterpret_cast<const void*>(v->postSend),      reinterpret_cast<const void*>(v->pollCq),
+                             reinterpret_cast<const void*>(v->wcStatusStr)};
+  for (const void* fn : verbsUsed) EXPECT_NE(fn, nullptr);
+  EXPECT_STREQ(v->wcStatusStr(IBV_WC_SUCCESS), "success");
+  int count = -1;
+  ibv_device** list = v->getDeviceList(&count);
+  EXPECT_GE(count, 0);
+  if (list) v->freeDeviceList(list);
+}
+
 }  // namespace
 }  // namespace weft::testing

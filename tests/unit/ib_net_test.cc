@@ -57,8 +57,12 @@ struct IbPair {
     weftNetDeviceHandle_v8_t* dev = nullptr;
     const Deadline deadline = Deadline::afterSec(10);
     while ((send == nullptr || recv == nullptr) && !deadline.expired()) {
-      if (!send) ASSERT_EQ(api.connect(0, handle, &send, &dev), ncclSuccess) << ibNetLastError();
-      if (!recv) ASSERT_EQ(api.accept(listenComm, &recv, &dev), ncclSuccess) << ibNetLastError();
+      if (!send) {
+        ASSERT_EQ(api.connect(0, handle, &send, &dev), ncclSuccess) << ibNetLastError();
+      }
+      if (!recv) {
+        ASSERT_EQ(api.accept(listenComm, &recv, &dev), ncclSuccess) << ibNetLastError();
+      }
     }
     EXPECT_EQ(api.closeListen(listenComm), ncclSuccess);
     ASSERT_TRUE(send && recv) << "set-up did not finish in 10 s";
