@@ -66,9 +66,9 @@ ibv_gid gidFrom(const char* v6) {
 }
 
 TEST(IbGidChoice, FamilyAndRoceVersionPickTheEntry) {
-  const std::vector<GidCandidate> table = {
-      {0, gidFrom("fe80::1"), 1},         {1, gidFrom("fe80::1"), 2},  {2, gidFrom("::ffff:10.0.0.1"), 1},
-      {3, gidFrom("::ffff:10.0.0.1"), 2}, {4, gidFrom("2001:db8::1"), 2}, {5, ibv_gid{}, 2}};
+  const std::vector<GidCandidate> table = {{0, gidFrom("fe80::1"), 1},         {1, gidFrom("fe80::1"), 2},
+                                           {2, gidFrom("::ffff:10.0.0.1"), 1}, {3, gidFrom("::ffff:10.0.0.1"), 2},
+                                           {4, gidFrom("2001:db8::1"), 2},     {5, ibv_gid{}, 2}};
   EXPECT_EQ(chooseGidIndex(table, AF_INET, 2), 3);
   EXPECT_EQ(chooseGidIndex(table, AF_INET, 1), 2);
   EXPECT_EQ(chooseGidIndex(table, AF_INET6, 2), 4) << "a global IPv6 GID before a link-local one";
@@ -135,8 +135,9 @@ struct Pair {
     v.queryPort(ctx[1 - i], 1, &pa);
     a.ah_attr.dlid = pa.lid;
     a.ah_attr.port_num = 1;
-    return v.modifyQp(qp[i], &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    return v.modifyQp(qp[i], &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   }
   int toRts(int i, uint8_t timeout, uint8_t retry) {
     if (int rc = toInit(i)) return rc;
@@ -146,8 +147,9 @@ struct Pair {
     a.timeout = timeout;
     a.retry_cnt = retry;
     a.rnr_retry = 7;
-    return v.modifyQp(qp[i], &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                     IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    return v.modifyQp(
+        qp[i], &a,
+        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   }
   // Posts one request from side 0 (`bytes` from buf[0]+from to side 1's buffer at `to`).
   int post(ibv_wr_opcode op, uint32_t from, uint32_t bytes, uint64_t to, uint32_t rkey, uint64_t id, uint32_t imm = 0) {
@@ -339,11 +341,12 @@ TEST(IbSystemVerbs, LoadsEveryVerbOrSaysWhy) {
     GTEST_SKIP() << "no libibverbs here: " << why;
   }
   EXPECT_STREQ(v->source, "libibverbs.so.1");
-  const void* verbsUsed[] = {reinterpret_cast<const void*>(v->getDeviceList), reinterpret_cast<const void*>(v->openDevice),
-                             reinterpret_cast<const void*>(v->queryPort),     reinterpret_cast<const void*>(v->regMr),
-                             reinterpret_cast<const void*>(v->createQp),      reinterpret_cast<const void*>(v->modifyQp),
-                             reinterpret_cast<const void*>(v->postSend),      reinterpret_cast<const void*>(v->pollCq),
-                             reinterpret_cast<const void*>(v->wcStatusStr)};
+  const void* verbsUsed[] = {
+      reinterpret_cast<const void*>(v->getDeviceList), reinterpret_cast<const void*>(v->openDevice),
+      reinterpret_cast<const void*>(v->queryPort),     reinterpret_cast<const void*>(v->regMr),
+      reinterpret_cast<const void*>(v->createQp),      reinterpret_cast<const void*>(v->modifyQp),
+      reinterpret_cast<const void*>(v->postSend),      reinterpret_cast<const void*>(v->pollCq),
+      reinterpret_cast<const void*>(v->wcStatusStr)};
   for (const void* fn : verbsUsed) EXPECT_NE(fn, nullptr);
   EXPECT_STREQ(v->wcStatusStr(IBV_WC_SUCCESS), "success");
   int count = -1;

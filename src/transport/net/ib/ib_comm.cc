@@ -115,8 +115,10 @@ ibv_ah_attr peerAddress(const IbDevice& d, const QpInfo& remote) {
 
 Status IbComm::connectQps(const QpInfo& remote) {
   if (remote.nQps != nQps_)
-    return errorStatus(ncclInvalidUsage, "IB: the peer %s uses %d queue pairs per connection, this side %d (set "
-                       "NCCL_IB_QPS_PER_CONNECTION alike on every rank)", peer.c_str(), remote.nQps, nQps_);
+    return errorStatus(ncclInvalidUsage,
+                       "IB: the peer %s uses %d queue pairs per connection, this side %d (set "
+                       "NCCL_IB_QPS_PER_CONNECTION alike on every rank)",
+                       peer.c_str(), remote.nQps, nQps_);
   const Verbs* v = verbs(nullptr);
   for (int i = 0; i < nQps_; ++i) {
     ibv_qp* qp = qps_[static_cast<size_t>(i)];

@@ -52,8 +52,8 @@ class IbComm;
 struct Request {
   IbComm* comm = nullptr;
   bool used = false;
-  int pending = 0;     // completions still to come
-  int64_t bytes = 0;   // send: the message; receive: from the immediate
+  int pending = 0;    // completions still to come
+  int64_t bytes = 0;  // send: the message; receive: from the immediate
 };
 
 class IbComm {

@@ -62,8 +62,10 @@ Result<SocketAddress> setupAddress() {
   static std::vector<NetInterface> found;
   std::call_once(once, [] { found = findInterfaces(param::socketIfname(), param::socketFamily(), 1); });
   if (found.empty())
-    return errorStatus(ncclSystemError, "IB: no interface for the connection set-up socket matches "
-                       "NCCL_SOCKET_IFNAME=\"%s\"", param::socketIfname().c_str());
+    return errorStatus(ncclSystemError,
+                       "IB: no interface for the connection set-up socket matches "
+                       "NCCL_SOCKET_IFNAME=\"%s\"",
+                       param::socketIfname().c_str());
   return found[0].address;
 }
 

@@ -51,16 +51,20 @@ Result<Request*> IbComm::postSend(void* data, size_t size, MrEntry* mr) {
     return static_cast<Request*>(nullptr);
   }
   if (size > e.capacity || size > 0x7fffffffu)
-    return fail(errorStatus(ncclInternalError, "IB: a message of %zu bytes to %s is larger than the %llu-byte buffer "
-                            "the receiver posted", size, peer.c_str(), static_cast<unsigned long long>(e.capacity)));
+    return fail(errorStatus(ncclInternalError,
+                            "IB: a message of %zu bytes to %s is larger than the %llu-byte buffer "
+                            "the receiver posted",
+                            size, peer.c_str(), static_cast<unsigned long long>(e.capacity)));
   if (!covers(mr, data, size))
-    return fail(errorStatus(ncclInvalidArgument, "IB: the %zu bytes at %p to send to %s are not in the registration "
-                            "passed with them", size, data, peer.c_str()));
+    return fail(errorStatus(ncclInvalidArgument,
+                            "IB: the %zu bytes at %p to send to %s are not in the registration "
+                            "passed with them",
+                            size, data, peer.c_str()));
   const uint64_t stripe = ((size + nQps_ - 1) / nQps_ + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
   for (int i = 0; i < nQps_; ++i) {
     const uint64_t offset = std::min<uint64_t>(stripe * i, size);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(data) + offset, static_cast<uint32_t>(std::min<uint64_t>(stripe, size - offset)),
-                mr->mr->lkey};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(data) + offset,
+                static_cast<uint32_t>(std::min<uint64_t>(stripe, size - offset)), mr->mr->lkey};
     ibv_send_wr wr{};
     wr.wr_id = slot;
     wr.sg_list = &sge;
@@ -88,8 +92,10 @@ Result<Request*> IbComm::postRecv(void* data, size_t size, MrEntry* mr) {
   Request& r = requests_[slot];
   if (r.used) return static_cast<Request*>(nullptr);
   if (!covers(mr, data, size))
-    return fail(errorStatus(ncclInvalidArgument, "IB: the %zu-byte receive buffer at %p is not in the registration "
-                            "passed with it", size, data));
+    return fail(errorStatus(ncclInvalidArgument,
+                            "IB: the %zu-byte receive buffer at %p is not in the registration "
+                            "passed with it",
+                            size, data));
   const Verbs* v = verbs(nullptr);
   for (ibv_qp* qp : qps_) {
     ibv_recv_wr wr{};
@@ -132,9 +138,10 @@ Status IbComm::completionError(const ibv_wc& wc) const {
   std::string hint;
   if (wc.status == IBV_WC_RETRY_EXC_ERR) {
     const double boundSec = 4.096e-6 * static_cast<double>(1ull << param::ibTimeout()) * (param::ibRetryCnt() + 1);
-    hint = strFormat("; the peer did not acknowledge within %.3g s (NCCL_IB_TIMEOUT=%lld, NCCL_IB_RETRY_CNT=%lld): "
-                     "its process or host is gone or unreachable",
-                     boundSec, static_cast<long long>(param::ibTimeout()), static_cast<long long>(param::ibRetryCnt()));
+    hint = strFormat(
+        "; the peer did not acknowledge within %.3g s (NCCL_IB_TIMEOUT=%lld, NCCL_IB_RETRY_CNT=%lld): "
+        "its process or host is gone or unreachable",
+        boundSec, static_cast<long long>(param::ibTimeout()), static_cast<long long>(param::ibRetryCnt()));
   }
   const char* what = (wc.wr_id & kFifoWrite) ? "offering a buffer to" : isSend_ ? "sending to" : "receiving from";
   return errorStatus(remoteFault(wc.status) ? ncclRemoteError : ncclSystemError,
@@ -171,9 +178,10 @@ Status IbComm::checkPeerAlive() {
   char byte = 0;
   Result<size_t> got = control.recvSome(&byte, 1);
   if (got.ok()) return okStatus();
-  return fail(errorStatus(ncclRemoteError, "IB: the peer %s of the connection on %s closed it (%s): its process exited "
-                          "or it closed its communicator", peer.c_str(), device_->label().c_str(),
-                          got.status().message().c_str()));
+  return fail(errorStatus(ncclRemoteError,
+                          "IB: the peer %s of the connection on %s closed it (%s): its process exited "
+                          "or it closed its communicator",
+                          peer.c_str(), device_->label().c_str(), got.status().message().c_str()));
 }
 
 Status IbComm::test(Request* request, bool* done, int* bytes) {

@@ -53,15 +53,15 @@ bool hcaSelected(const HcaFilter& filter, const std::string& device, int port) {
 int portSpeedMbps(int activeSpeed, int activeWidth) {
   int laneMbps = 0;
   switch (activeSpeed) {
-    case 1: laneMbps = 2500; break;     // SDR
-    case 2: laneMbps = 5000; break;     // DDR
-    case 4: laneMbps = 10000; break;    // QDR
-    case 8: laneMbps = 10000; break;    // FDR10
-    case 16: laneMbps = 14000; break;   // FDR
-    case 32: laneMbps = 25000; break;   // EDR
-    case 64: laneMbps = 50000; break;   // HDR
-    case 128: laneMbps = 100000; break; // NDR
-    case 256: laneMbps = 200000; break; // XDR
+    case 1: laneMbps = 2500; break;      // SDR
+    case 2: laneMbps = 5000; break;      // DDR
+    case 4: laneMbps = 10000; break;     // QDR
+    case 8: laneMbps = 10000; break;     // FDR10
+    case 16: laneMbps = 14000; break;    // FDR
+    case 32: laneMbps = 25000; break;    // EDR
+    case 64: laneMbps = 50000; break;    // HDR
+    case 128: laneMbps = 100000; break;  // NDR
+    case 256: laneMbps = 200000; break;  // XDR
     default: return 0;
   }
   int lanes = 0;
@@ -132,8 +132,8 @@ Result<MrEntry*> IbDevice::registerMemory(void* data, size_t size) {
   ibv_mr* mr = relaxedOrdering ? v->regMrIova2(pd, base, end - begin, begin, access | IBV_ACCESS_RELAXED_ORDERING)
                                : v->regMr(pd, base, end - begin, access);
   if (mr == nullptr)
-    return errorStatus(ncclSystemError, "IB: registering %zu bytes at %p on %s failed: %s", size, data,
-                       label().c_str(), std::strerror(errno));
+    return errorStatus(ncclSystemError, "IB: registering %zu bytes at %p on %s failed: %s", size, data, label().c_str(),
+                       std::strerror(errno));
   cache_.push_back(std::make_unique<MrEntry>(MrEntry{begin, end, mr, 1}));
   return cache_.back().get();
 }

@@ -17,9 +17,11 @@ uint64_t guidOf(const EmuDevice* d) { return 0x5765667400000000ull + static_cast
 ibv_wc_opcode sendOpcode(ibv_wr_opcode op) { return op == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE; }
 
 void flush(EmuQp* q) {
-  for (const HeldSend& h : q->held) complete(q->qp.send_cq, h.wr.wr_id, IBV_WC_WR_FLUSH_ERR, sendOpcode(h.wr.opcode), q->qp.qp_num);
+  for (const HeldSend& h : q->held)
+    complete(q->qp.send_cq, h.wr.wr_id, IBV_WC_WR_FLUSH_ERR, sendOpcode(h.wr.opcode), q->qp.qp_num);
   q->held.clear();
-  for (const ibv_recv_wr& r : q->recvs) complete(q->qp.recv_cq, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, q->qp.qp_num);
+  for (const ibv_recv_wr& r : q->recvs)
+    complete(q->qp.recv_cq, r.wr_id, IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, q->qp.qp_num);
   q->recvs.clear();
   q->recvSges.clear();
 }
@@ -289,10 +291,29 @@ const Verbs* emulationVerbs(int devices) {
       w.devices.push_back(std::move(d));
     }
     w.deviceList.push_back(nullptr);
-    table = Verbs{"emulation", getDeviceList, freeDeviceList, getDeviceName, openDevice, closeDevice,
-                  queryDevice,  queryPort,     queryGid,       allocPd,       deallocPd,  regMr,
-                  deregMr,      createCq,      destroyCq,      createQp,      modifyQp,   destroyQp,
-                  emuworld::postSend, postRecv, emuworld::pollCq, emuworld::statusStr, regMrIova2};
+    table = Verbs{"emulation",
+                  getDeviceList,
+                  freeDeviceList,
+                  getDeviceName,
+                  openDevice,
+                  closeDevice,
+                  queryDevice,
+                  queryPort,
+                  queryGid,
+                  allocPd,
+                  deallocPd,
+                  regMr,
+                  deregMr,
+                  createCq,
+                  destroyCq,
+                  createQp,
+                  modifyQp,
+                  destroyQp,
+                  emuworld::postSend,
+                  postRecv,
+                  emuworld::pollCq,
+                  emuworld::statusStr,
+                  regMrIova2};
   });
   return &table;
 }

@@ -54,8 +54,10 @@ ncclResult_t netAccept(void* listenComm, void** recvComm, weftNetDeviceHandle_v8
 
 ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   if (type != kNetPtrHost)
-    return report(errorStatus(ncclInvalidUsage, "IB: only host memory can be registered (type %d asked; GPUDirect "
-                              "RDMA is not supported)", type));
+    return report(errorStatus(ncclInvalidUsage,
+                              "IB: only host memory can be registered (type %d asked; GPUDirect "
+                              "RDMA is not supported)",
+                              type));
   Result<ib::MrEntry*> mr = static_cast<IbComm*>(comm)->device()->registerMemory(data, size);
   if (!mr.ok()) return report(mr.status());
   *mhandle = mr.value();
@@ -63,7 +65,8 @@ ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhan
 }
 
 ncclResult_t netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
-  return report(errorStatus(ncclInvalidUsage, "IB: dma-buf registration (ibv_reg_dmabuf_mr) is not supported; the IB "
+  return report(errorStatus(ncclInvalidUsage,
+                            "IB: dma-buf registration (ibv_reg_dmabuf_mr) is not supported; the IB "
                             "network registers host memory only"));
 }
 
@@ -83,7 +86,7 @@ ncclResult_t netIsend(void* sendComm, void* data, int size, int, void* mhandle, 
 ncclResult_t netIrecv(void* recvComm, int n, void** data, int* sizes, int*, void** mhandles, void** request) {
   if (n != 1) return report(errorStatus(ncclInternalError, "IB: %d buffers in one receive (at most 1)", n));
   Result<ib::Request*> r = static_cast<IbComm*>(recvComm)->postRecv(data[0], static_cast<size_t>(sizes[0]),
-                                                                      static_cast<ib::MrEntry*>(mhandles[0]));
+                                                                    static_cast<ib::MrEntry*>(mhandles[0]));
   if (!r.ok()) return report(r.status());
   *request = r.value();
   return ncclSuccess;
@@ -114,10 +117,10 @@ ncclResult_t netGetDeviceMr(void*, void*, void**) {
 
 ncclResult_t netIrecvConsumed(void*, int, void*) { return ncclSuccess; }
 
-const weftNet_v8_t kIbNet = {"IB",           netInit,        netDevices, netGetProperties, ib::listen,
-                             netConnect,     netAccept,      netRegMr,   netRegMrDmaBuf,   netDeregMr,
-                             netIsend,       netIrecv,       netIflush,  netTest,          netCloseComm,
-                             netCloseComm,   ib::closeListen, netGetDeviceMr, netIrecvConsumed};
+const weftNet_v8_t kIbNet = {"IB",         netInit,         netDevices,     netGetProperties, ib::listen,
+                             netConnect,   netAccept,       netRegMr,       netRegMrDmaBuf,   netDeregMr,
+                             netIsend,     netIrecv,        netIflush,      netTest,          netCloseComm,
+                             netCloseComm, ib::closeListen, netGetDeviceMr, netIrecvConsumed};
 
 }  // namespace
 

@@ -52,7 +52,8 @@ bool relaxedOrderingFor(const Verbs& v) {
   const int64_t setting = param::ibPciRelaxedOrdering();
   if (setting == 0) return false;
   if (v.regMrIova2 == nullptr && setting == 1)
-    WEFT_INFO(log::kNet | log::kInit, "NET/IB: NCCL_IB_PCI_RELAXED_ORDERING=1 but %s cannot register with it", v.source);
+    WEFT_INFO(log::kNet | log::kInit, "NET/IB: NCCL_IB_PCI_RELAXED_ORDERING=1 but %s cannot register with it",
+              v.source);
   return v.regMrIova2 != nullptr;
 }
 
@@ -77,8 +78,8 @@ std::unique_ptr<IbDevice> openPort(const Verbs& v, const std::shared_ptr<void>& 
   d->relaxedOrdering = relaxedOrderingFor(v);
   d->gidIndex = gidIndexFor(v, *d, pa.gid_tbl_len);
   if (d->gidIndex < 0 || v.queryGid(context, static_cast<uint8_t>(port), d->gidIndex, &d->gid) != 0) {
-    WEFT_INFO(log::kNet | log::kInit, "NET/IB: %s:%d has no GID matching NCCL_IB_ADDR_FAMILY/ROCE_VERSION_NUM; not used",
-              name.c_str(), port);
+    WEFT_INFO(log::kNet | log::kInit,
+              "NET/IB: %s:%d has no GID matching NCCL_IB_ADDR_FAMILY/ROCE_VERSION_NUM; not used", name.c_str(), port);
     return nullptr;
   }
   d->pd = v.allocPd(context);
@@ -125,8 +126,8 @@ const std::vector<std::unique_ptr<IbDevice>>& ibDevices(std::string* why) {
     for (int i = 0; i < count; ++i) probeDevice(*v, list[i], filter, devices);
     v->freeDeviceList(list);
     if (devices->empty())
-      failure = strFormat("no active port among %d RDMA devices matches NCCL_IB_HCA=\"%s\"", count,
-                          param::ibHca().c_str());
+      failure =
+          strFormat("no active port among %d RDMA devices matches NCCL_IB_HCA=\"%s\"", count, param::ibHca().c_str());
     for (const auto& d : *devices)
       WEFT_INFO(log::kNet | log::kInit, "NET/IB: %s %s, %d Mb/s, GID index %d, %s (%s)", d->label().c_str(),
                 d->ethernet ? "RoCE" : "InfiniBand", d->speedMbps, d->gidIndex,
