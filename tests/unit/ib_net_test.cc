@@ -9,11 +9,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "net_test_util.h"
 #include "transport/net/ib/ib_comm.h"
+#include "transport/net/ib/ib_connect.h"
 #include "transport/net/ib/ib_emulation.h"
 #include "transport/net/ib/ib_net.h"
 
@@ -263,6 +265,44 @@ TEST(IbNet, DeviceMemoryAndDmaBufAreRefused) {
   EXPECT_TRUE(contains(ibNetLastError(), "only host memory")) << ibNetLastError();
   EXPECT_EQ(p.api.regMrDmaBuf(p.send, p.sendBuf.data(), 100, kNetPtrCuda, 0, 3, &mr), ncclInvalidUsage);
   EXPECT_TRUE(contains(ibNetLastError(), "dma-buf")) << ibNetLastError();
+}
+
+// A connection to the set-up address that does not present the handle's
+// cookie is dropped, and the real sender still connects.
+TEST(IbNet, StrangerAtTheListenAddressIsDropped) {
+  const weftNet_v8_t& api = ibApi();
+  char handle[kNetHandleBytes] = {};
+  void* listenComm = nullptr;
+  ASSERT_EQ(api.listen(0, handle, &listenComm), ncclSuccess) << ibNetLastError();
+  Result<Socket> stranger = Socket::connect(transport::ib::handleAddress(handle), Deadline::afterSec(5));
+  ASSERT_TRUE(stranger.ok()) << stranger.status().message();
+  const std::vector<char> junk(sizeof(transport::ib::QpInfo), 0x5a);
+  ASSERT_TRUE(stranger.value().sendAll(junk.data(), junk.size(), Deadline::afterSec(5)).ok());
+  void* send = nullptr;
+  void* recv = nullptr;
+  weftNetDeviceHandle_v8_t* dev = nullptr;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the junk is in the receive buffer
+  for (int i = 0; i < 100 && recv == nullptr; ++i) {
+    ASSERT_EQ(api.accept(listenComm, &recv, &dev), ncclSuccess) << ibNetLastError();
+  }
+  EXPECT_EQ(recv, nullptr) << "the stranger's connection became a comm";
+  const Deadline deadline = Deadline::afterSec(10);
+  while ((send == nullptr || recv == nullptr) && !deadline.expired()) {
+    if (!send) {
+      ASSERT_EQ(api.connect(1, handle, &send, &dev), ncclSuccess) << ibNetLastError();
+    }
+    if (!recv) {
+      ASSERT_EQ(api.accept(listenComm, &recv, &dev), ncclSuccess) << ibNetLastError();
+    }
+  }
+  EXPECT_TRUE(send && recv) << "the real connection did not complete after the stranger";
+  EXPECT_EQ(api.closeListen(listenComm), ncclSuccess);
+  if (send) {
+    EXPECT_EQ(api.closeSend(send), ncclSuccess);
+  }
+  if (recv) {
+    EXPECT_EQ(api.closeRecv(recv), ncclSuccess);
+  }
 }
 
 }  // namespace

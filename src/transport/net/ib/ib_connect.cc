@@ -220,6 +220,12 @@ ncclResult_t accept(void* opaqueListen, void** recvComm) {
   return ncclSuccess;
 }
 
+SocketAddress handleAddress(const void* opaqueHandle) {
+  Handle h;
+  std::memcpy(&h, opaqueHandle, sizeof(h));
+  return h.address;
+}
+
 ncclResult_t closeListen(void* listenComm) {
   delete static_cast<ListenComm*>(listenComm);
   return ncclSuccess;

@@ -8,6 +8,7 @@
 // connect and accept return a null comm until their side is done.
 #pragma once
 
+#include "common/socket.h"
 #include "nccl.h"
 
 namespace weft::transport::ib {
@@ -16,5 +17,8 @@ ncclResult_t listen(int dev, void* handle, void** listenComm);
 ncclResult_t connect(int dev, void* handle, void** sendComm);
 ncclResult_t accept(void* listenComm, void** recvComm);
 ncclResult_t closeListen(void* listenComm);
+
+// The set-up socket address a listen handle names (tests knock on it).
+SocketAddress handleAddress(const void* handle);
 
 }  // namespace weft::transport::ib
