@@ -4,12 +4,14 @@
 #include <strings.h>
 
 #include <cstdarg>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "common/log.h"
 #include "common/params.h"
 #include "common/plugin_lib.h"
+#include "transport/net/ib/ib_net.h"
 #include "transport/net/socket_net.h"
 
 namespace weft::transport {
@@ -131,6 +133,15 @@ Result<Network> socketNetwork() {
   return net;
 }
 
+// The built-in IB network, when it finds an active HCA port.
+Result<Network> ibNetwork() {
+  Network net;
+  net.api = adaptNetTable(8, &ibNet());
+  if (net.api->init(pluginLogger) != ncclSuccess || net.api->devices(&net.devices) != ncclSuccess || net.devices <= 0)
+    return errorStatus(ncclSystemError, "the IB network is not usable: %s", ibNetLastError().c_str());
+  return net;
+}
+
 // NCCL_NET named a network no plugin provided: an error saying which
 // requested plugins failed and why, or that nothing has that name.
 Status unknownNetwork(const std::string& wanted, const std::vector<std::string>& failures,
@@ -143,7 +154,7 @@ Status unknownNetwork(const std::string& wanted, const std::vector<std::string>&
                        "NCCL_NET to fall back to the built-in Socket network",
                        wanted.c_str(), why.c_str());
   }
-  std::string names = "Socket";
+  std::string names = param::ibDisable() == 0 && ibNetwork().ok() ? "IB, Socket" : "Socket";
   for (const std::string& n : seen) names += ", " + n;
   return errorStatus(ncclInvalidUsage, "NCCL_NET=%s names no network here (networks: %s)", wanted.c_str(),
                      names.c_str());
@@ -173,6 +184,19 @@ Result<Network> chooseNetwork() {
               load.net.library.c_str());
     return std::move(load.net);
   }
+  const bool wantsIb = strcasecmp(wanted.c_str(), "IB") == 0;
+  if (wantsIb && param::ibDisable() != 0)
+    return errorStatus(ncclInvalidUsage, "NCCL_NET=IB asks for the IB network, which NCCL_IB_DISABLE=%lld turns off",
+                       static_cast<long long>(param::ibDisable()));
+  if ((wanted.empty() || wantsIb) && param::ibDisable() == 0) {
+    Result<Network> ib = ibNetwork();
+    if (ib.ok()) {
+      WEFT_INFO(log::kNet | log::kInit, "Using network IB (%d devices)", ib.value().devices);
+      return ib;
+    }
+    if (wantsIb) return ib.status().withContext("NCCL_NET=IB");
+    WEFT_INFO(log::kNet | log::kInit, "NET/IB: not used (%s)", ib.status().message().c_str());
+  }
   if (!wanted.empty() && strcasecmp(wanted.c_str(), "Socket") != 0) return unknownNetwork(wanted, failures, seen);
   WEFT_ASSIGN_OR_RETURN(Network net, socketNetwork());
   WEFT_INFO(log::kNet | log::kInit, "Using network Socket (%d devices)", net.devices);
@@ -189,6 +213,9 @@ Result<const Network*> network() {
   return &chosen.value();
 }
 
-std::string networkLastError(const Network& net) { return net.external ? std::string() : socketNetLastError(); }
+std::string networkLastError(const Network& net) {
+  if (net.external) return std::string();
+  return std::strcmp(net.api->name(), "IB") == 0 ? ibNetLastError() : socketNetLastError();
+}
 
 }  // namespace weft::transport

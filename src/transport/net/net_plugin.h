@@ -1,6 +1,7 @@
-// Which network carries traffic between hosts: the built-in socket network,
-// or an external NCCL net plugin (NCCL_NET_PLUGIN), chosen by name with
-// NCCL_NET. Chosen once per process; see docs/network.md for the rules.
+// Which network carries traffic between hosts: an external NCCL net plugin
+// (NCCL_NET_PLUGIN), the built-in IB network (when it finds an HCA port), or
+// the built-in socket network, chosen by name with NCCL_NET. Chosen once per
+// process; see docs/network.md for the rules.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,131 @@
+// The IB network's plugin table (version 8, like the socket network's).
+#include "transport/net/ib/ib_net.h"
+
+#include <cstring>
+
+#include "common/log.h"
+#include "transport/net/ib/ib_comm.h"
+#include "transport/net/ib/ib_connect.h"
+
+namespace weft::transport {
+namespace {
+
+using ib::IbComm;
+using ib::report;
+
+ncclResult_t netInit(weftNetLogger_t) {
+  std::string why;
+  if (ib::ibDevices(&why).empty()) return report(errorStatus(ncclSystemError, "%s", why.c_str()));
+  return ncclSuccess;
+}
+
+ncclResult_t netDevices(int* ndev) {
+  *ndev = static_cast<int>(ib::ibDevices(nullptr).size());
+  return ncclSuccess;
+}
+
+ncclResult_t netGetProperties(int dev, weftNetProperties_v8_t* props) {
+  const auto& devices = ib::ibDevices(nullptr);
+  if (dev < 0 || dev >= static_cast<int>(devices.size()))
+    return report(errorStatus(ncclInvalidArgument, "IB: no network device %d (there are %zu)", dev, devices.size()));
+  const ib::IbDevice& d = *devices[static_cast<size_t>(dev)];
+  std::memset(props, 0, sizeof(*props));
+  props->name = const_cast<char*>(d.name.c_str());
+  props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
+  props->guid = d.guid;
+  props->ptrSupport = kNetPtrHost;  // GPUDirect (dma-buf) registration is not supported
+  props->regIsGlobal = 1;           // the registration cache is per device
+  props->speed = d.speedMbps;
+  props->port = d.port;
+  props->latency = 0;
+  props->maxComms = d.maxQp;
+  props->maxRecvs = 1;
+  props->netDeviceType = WEFT_NET_DEVICE_HOST;
+  return ncclSuccess;
+}
+
+ncclResult_t netConnect(int dev, void* handle, void** sendComm, weftNetDeviceHandle_v8_t**) {
+  return ib::connect(dev, handle, sendComm);
+}
+
+ncclResult_t netAccept(void* listenComm, void** recvComm, weftNetDeviceHandle_v8_t**) {
+  return ib::accept(listenComm, recvComm);
+}
+
+ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  if (type != kNetPtrHost)
+    return report(errorStatus(ncclInvalidUsage,
+                              "IB: only host memory can be registered (type %d asked; GPUDirect "
+                              "RDMA is not supported)",
+                              type));
+  Result<ib::MrEntry*> mr = static_cast<IbComm*>(comm)->device()->registerMemory(data, size);
+  if (!mr.ok()) return report(mr.status());
+  *mhandle = mr.value();
+  return ncclSuccess;
+}
+
+ncclResult_t netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
+  return report(errorStatus(ncclInvalidUsage,
+                            "IB: dma-buf registration (ibv_reg_dmabuf_mr) is not supported; the IB "
+                            "network registers host memory only"));
+}
+
+ncclResult_t netDeregMr(void* comm, void* mhandle) {
+  static_cast<IbComm*>(comm)->device()->deregister(static_cast<ib::MrEntry*>(mhandle));
+  return ncclSuccess;
+}
+
+ncclResult_t netIsend(void* sendComm, void* data, int size, int, void* mhandle, void** request) {
+  Result<ib::Request*> r =
+      static_cast<IbComm*>(sendComm)->postSend(data, static_cast<size_t>(size), static_cast<ib::MrEntry*>(mhandle));
+  if (!r.ok()) return report(r.status());
+  *request = r.value();
+  return ncclSuccess;
+}
+
+ncclResult_t netIrecv(void* recvComm, int n, void** data, int* sizes, int*, void** mhandles, void** request) {
+  if (n != 1) return report(errorStatus(ncclInternalError, "IB: %d buffers in one receive (at most 1)", n));
+  Result<ib::Request*> r = static_cast<IbComm*>(recvComm)->postRecv(data[0], static_cast<size_t>(sizes[0]),
+                                                                    static_cast<ib::MrEntry*>(mhandles[0]));
+  if (!r.ok()) return report(r.status());
+  *request = r.value();
+  return ncclSuccess;
+}
+
+ncclResult_t netIflush(void*, int, void**, int*, void**, void** request) {
+  *request = nullptr;  // host memory: a completed receive is already visible to the CPU
+  return ncclSuccess;
+}
+
+ncclResult_t netTest(void* opaqueRequest, int* done, int* size) {
+  auto* r = static_cast<ib::Request*>(opaqueRequest);
+  bool finished = false;
+  Status s = r->comm->test(r, &finished, size);
+  if (!s.ok()) return report(s);
+  *done = finished ? 1 : 0;
+  return ncclSuccess;
+}
+
+ncclResult_t netCloseComm(void* comm) {
+  delete static_cast<IbComm*>(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t netGetDeviceMr(void*, void*, void**) {
+  return report(errorStatus(ncclInvalidUsage, "IB: no device-side memory handles"));
+}
+
+ncclResult_t netIrecvConsumed(void*, int, void*) { return ncclSuccess; }
+
+const weftNet_v8_t kIbNet = {"IB",         netInit,         netDevices,     netGetProperties, ib::listen,
+                             netConnect,   netAccept,       netRegMr,       netRegMrDmaBuf,   netDeregMr,
+                             netIsend,     netIrecv,        netIflush,      netTest,          netCloseComm,
+                             netCloseComm, ib::closeListen, netGetDeviceMr, netIrecvConsumed};
+
+}  // namespace
+
+const weftNet_v8_t& ibNet() { return kIbNet; }
+
+std::string ibNetLastError() { return ib::lastError(); }
+
+}  // namespace weft::transport
