@@ -10,9 +10,9 @@
 // count, type, op or root on two ranks, or one rank a call behind), and the wait fails naming both sides' arguments
 // (core/failure.cc) instead of mixing unrelated data.
 //
-// A word of 0 means "not checked": steps delivered by the network transport
-// (the proxy moves the slot bytes, not the signature), and communicators with
-// WEFT_CHECK_CALLS=0, whose producers write nothing.
+// A word of 0 means "not checked": communicators with WEFT_CHECK_CALLS=0,
+// whose producers write nothing. Steps that cross the network carry their
+// signature behind the payload (transport/net/net_wire.h).
 #pragma once
 
 #include <stdint.h>
