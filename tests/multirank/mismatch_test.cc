@@ -76,20 +76,23 @@ struct MismatchCase {
 
 const std::vector<MismatchCase>& mismatchCases() {
   static const std::vector<MismatchCase> cases = {
-      {"Count", 2,
+      {"Count",
+       2,
        [](int rank, ncclComm_t comm) {
          std::vector<float> data(rank == 0 ? 1024 : 2048, 1.0f);
          return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm, nullptr);
        },
        {"AllReduce(count 1024, float, sum", "AllReduce(count 2048, float, sum"}},
-      {"Datatype", 3,
+      {"Datatype",
+       3,
        [](int rank, ncclComm_t comm) {
          std::vector<int32_t> data(256, 1);
-         return ncclAllReduce(data.data(), data.data(), data.size(), rank == 1 ? ncclInt32 : ncclFloat32, ncclSum,
-                              comm, nullptr);
+         return ncclAllReduce(data.data(), data.data(), data.size(), rank == 1 ? ncclInt32 : ncclFloat32, ncclSum, comm,
+                              nullptr);
        },
        {"AllReduce(count 256, int32, sum", "AllReduce(count 256, float, sum"}},
-      {"Op", 2,
+      {"Op",
+       2,
        [](int rank, ncclComm_t comm) {
          std::vector<int32_t> data(64, 1);
          return ncclAllReduce(data.data(), data.data(), data.size(), ncclInt32, rank == 0 ? ncclSum : ncclMax, comm,
@@ -98,20 +101,23 @@ const std::vector<MismatchCase>& mismatchCases() {
        {"int32, sum", "int32, max"}},
       // Ranks 0 and 1 say root 0, rank 2 says root 1: whichever rank
       // receives from a rank of the other opinion finds it.
-      {"Root", 3,
+      {"Root",
+       3,
        [](int rank, ncclComm_t comm) {
          std::vector<char> data(4096, 1);
          return ncclBroadcast(data.data(), data.data(), data.size(), ncclInt8, rank == 2 ? 1 : 0, comm, nullptr);
        },
        {"root 0", "root 1"}},
-      {"Collective", 2,
+      {"Collective",
+       2,
        [](int rank, ncclComm_t comm) {
          std::vector<float> send(512, 1.0f), recv(1024, 0.0f);
          if (rank == 0) return ncclAllGather(send.data(), recv.data(), 512, ncclFloat32, comm, nullptr);
          return ncclReduceScatter(recv.data(), send.data(), 512, ncclFloat32, ncclSum, comm, nullptr);
        },
        {"AllGather(2048 bytes per rank", "ReduceScatter(count 512, float, sum"}},
-      {"SendRecvSize", 2,
+      {"SendRecvSize",
+       2,
        [](int rank, ncclComm_t comm) {
          std::vector<char> buffer(8192, 1);
          if (rank == 0) return ncclSend(buffer.data(), 4096, ncclInt8, 1, comm, nullptr);
@@ -176,8 +182,7 @@ void matchedCalls(RankContext& ctx) {
   for (int i = 0; i < 5; ++i) {
     ASSERT_EQ(ncclGroupStart(), ncclSuccess);
     ASSERT_EQ(ncclAllReduce(data.data(), data.data(), 1000, ncclFloat64, ncclSum, ctx.comm, nullptr), ncclSuccess);
-    ASSERT_EQ(ncclBroadcast(data.data(), data.data(), 7, ncclFloat64, i % ctx.nranks, ctx.comm, nullptr),
-              ncclSuccess);
+    ASSERT_EQ(ncclBroadcast(data.data(), data.data(), 7, ncclFloat64, i % ctx.nranks, ctx.comm, nullptr), ncclSuccess);
     ASSERT_EQ(ncclSend(send.data(), 64, ncclFloat64, (ctx.rank + 1) % ctx.nranks, ctx.comm, nullptr), ncclSuccess);
     ASSERT_EQ(ncclRecv(recv.data(), 64, ncclFloat64, (ctx.rank + ctx.nranks - 1) % ctx.nranks, ctx.comm, nullptr),
               ncclSuccess);
@@ -220,8 +225,17 @@ TEST_P(MismatchNoneAcrossNodes, MatchedCallsAreNeverFlagged) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, MismatchNoneAcrossNodes,
-                         ::testing::Values(RankMode::kThreads, RankMode::kProcesses));
+// With the check off the trailer still travels, carrying zeros: the data
+// path is unchanged and the results exact.
+TEST(MismatchNoneAcrossNodesUnchecked, CallsWithTheCheckOffStillWork) {
+  ScopedEnv nodes("WEFT_RANKS_PER_NODE", "1");
+  ScopedEnv net("NCCL_NET", "Socket");
+  ScopedEnv buff("NCCL_BUFFSIZE", "131072");
+  ScopedEnv off("WEFT_CHECK_CALLS", "0");
+  runRanks(RankMode::kThreads, 3, matchedAndChecked);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, MismatchNoneAcrossNodes, ::testing::Values(RankMode::kThreads, RankMode::kProcesses));
 
 // Through an external plugin of the oldest interface Weft loads (v6, whose
 // sizes are ints), behind the adapter: the trailer is part of the message

@@ -259,9 +259,9 @@ TEST(ProxyTrailer, AMessageWithoutTheTrailerFailsTheReceive) {
     std::memset(links.send.fifo.slots, 0x5a, static_cast<size_t>(bytes));
     const transport::NetApi* api = links.net.network().api.get();
     void* request = nullptr;
-    ASSERT_EQ(api->isend(links.send.comm, links.send.fifo.slots, static_cast<size_t>(bytes), 0, links.send.mhandle,
-                         &request),
-              ncclSuccess);
+    ASSERT_EQ(
+        api->isend(links.send.comm, links.send.fifo.slots, static_cast<size_t>(bytes), 0, links.send.mhandle, &request),
+        ncclSuccess);
     ASSERT_NE(request, nullptr);
     int done = 0, size = 0;
     ASSERT_EQ(api->test(request, &done, &size), ncclSuccess);

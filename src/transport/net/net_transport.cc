@@ -11,7 +11,6 @@
 // connection's (cudaMirrorConnection). See net_link.h.
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 
 #include "common/log.h"
 #include "common/params.h"
@@ -163,11 +162,13 @@ Result<NetFifoMemory> allocateNetFifo(const LinkSpec& spec) {
 
 void attachNetFifo(const NetFifoMemory& memory, int64_t stepBytes, int peer, device::FifoEnd* proxyView,
                    device::FifoEnd* dataPathView) {
-  for (auto [base, view] : {std::pair{memory.proxyBase, proxyView}, std::pair{memory.dataPathBase, dataPathView}}) {
+  auto attach = [&](void* base, device::FifoEnd* view) {
     FifoLayout::attach(base, stepBytes + kNetSlotGap, peer, view);
-    view->stepBytes = stepBytes;  // what the data path may fill; the rest is the trailer's
+    view->stepBytes = stepBytes;  // what the data path may fill; the gap is the trailer's
     view->slotGap = kNetSlotGap;
-  }
+  };
+  attach(memory.proxyBase, proxyView);
+  attach(memory.dataPathBase, dataPathView);
 }
 
 const Transport& netTransport() {
