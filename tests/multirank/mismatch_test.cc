@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <tuple>
@@ -58,9 +59,10 @@ void expectMismatch(RankMode mode, int nranks, const RankCall& call, const std::
     EXPECT_TRUE(contains(why, "mismatched calls")) << "rank " << rank << ": " << why;
     // The rank that found it (invalid usage) names both calls; the others
     // were told by it (remote error) and carry its message.
-    if (rc == ncclInvalidUsage)
+    if (rc == ncclInvalidUsage) {
       for (const std::string& text : expectOnDetector)
         EXPECT_TRUE(contains(why, text)) << "rank " << rank << ": " << why;
+    }
     EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
   });
 }
@@ -240,16 +242,21 @@ INSTANTIATE_TEST_SUITE_P(Modes, MismatchNoneAcrossNodes, ::testing::Values(RankM
 // Through an external plugin of the oldest interface Weft loads (v6, whose
 // sizes are ints), behind the adapter: the trailer is part of the message
 // the plugin moves. The plugin is an in-process network, so the ranks are
-// threads, in a fresh child process (a process chooses its network once).
-void inFreshProcess(unsigned seconds, const std::function<void()>& body) {
+// threads. A process chooses its network once, and earlier tests of this
+// binary may have chosen sockets: the test runs again in a new program
+// (this binary, filtered to the test, marked by kFreshChild).
+constexpr const char* kFreshChild = "WEFT_MISMATCH_TEST_FRESH_CHILD";
+
+void inFreshProgram(unsigned seconds, const char* testName) {
   std::fflush(nullptr);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    alarm(seconds);  // a hang ends the child (SIGALRM) and fails the test
-    body();
-    std::fflush(nullptr);
-    _exit(::testing::Test::HasFailure() ? 1 : 0);
+    setenv(kFreshChild, "1", 1);
+    alarm(seconds);  // kept across exec: a hang ends the child (SIGALRM) and fails the test
+    const std::string filter = std::string("--gtest_filter=") + testName;
+    execl("/proc/self/exe", "test_mismatch", filter.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -271,19 +278,21 @@ int64_t pluginBytesReceived(const std::string& path) {
 }
 
 TEST(MismatchOverPlugin, V6CarriesTheSignature) {
+  if (std::getenv(kFreshChild) == nullptr) {
+    inFreshProgram(240, "MismatchOverPlugin.V6CarriesTheSignature");
+    return;
+  }
   const std::string plugin = std::string(WEFT_NET_PLUGINS_DIR) + "/libnccl-net-weftloop-v6.so";
-  inFreshProcess(240, [&] {
-    ScopedEnv path("NCCL_NET_PLUGIN", plugin.c_str());
-    ScopedEnv net("NCCL_NET", "WeftLoop");
-    ScopedEnv nodes("WEFT_RANKS_PER_NODE", "1");
-    ScopedEnv buff("NCCL_BUFFSIZE", "131072");
-    runRanks(RankMode::kThreads, 3, matchedAndChecked);
-    EXPECT_GT(pluginBytesReceived(plugin), 300001 * 4) << "the calls did not cross the plugin";
-    for (const MismatchCase& c : mismatchCases()) {
-      SCOPED_TRACE(c.name);
-      expectCase(RankMode::kThreads, c);
-    }
-  });
+  ScopedEnv path("NCCL_NET_PLUGIN", plugin.c_str());
+  ScopedEnv net("NCCL_NET", "WeftLoop");
+  ScopedEnv nodes("WEFT_RANKS_PER_NODE", "1");
+  ScopedEnv buff("NCCL_BUFFSIZE", "131072");
+  runRanks(RankMode::kThreads, 3, matchedAndChecked);
+  EXPECT_GT(pluginBytesReceived(plugin), 300001 * 4) << "the calls did not cross the plugin";
+  for (const MismatchCase& c : mismatchCases()) {
+    SCOPED_TRACE(c.name);
+    expectCase(RankMode::kThreads, c);
+  }
 }
 
 }  // namespace
