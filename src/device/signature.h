@@ -13,9 +13,9 @@
 // LL steps (prims_ll.h) have no tail: their hash travels as one LL pack of
 // its own per step (FifoControl::llSigPacks), flagged like the data.
 //
-// A word of 0 means "not checked": steps delivered by the network transport
-// (the proxy moves the slot bytes, not the signature), and communicators with
-// WEFT_CHECK_CALLS=0, whose producers write nothing.
+// A word of 0 means "not checked": communicators with WEFT_CHECK_CALLS=0,
+// whose producers write nothing. Steps that cross the network carry their
+// signature behind the payload (transport/net/net_wire.h).
 #pragma once
 
 #include <stdint.h>

@@ -75,11 +75,14 @@ WEFT_HD constexpr int64_t llStepBytesFor(int64_t stepBytes) {
 // space of the side that uses it, plus that side's position. Trivially
 // copyable so kernels can load it from device memory.
 struct FifoEnd {
-  char* slots;  // kFifoSteps * stepBytes, contiguous
+  char* slots;  // kFifoSteps slots of stepBytes (+ slotGap), contiguous
   uint64_t* tail;
   uint64_t* head;
   int64_t* sizes;
   int64_t stepBytes;
+  // Bytes between one slot's stepBytes and the next slot: 0, except on
+  // network links, whose proxy sends each step's call signature in them.
+  int64_t slotGap;
   uint64_t step;  // producer: steps published; consumer: steps consumed
   // The other side's counter as this side last read it (producer: head,
   // consumer: tail). Counters only grow, so while `seen` already allows the
@@ -111,7 +114,7 @@ WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
 }
 
 WEFT_HD char* fifoSlot(const FifoEnd& end) {
-  return end.slots + static_cast<int64_t>(end.step % kFifoSteps) * end.stepBytes;
+  return end.slots + static_cast<int64_t>(end.step % kFifoSteps) * (end.stepBytes + end.slotGap);
 }
 
 // Producer side -------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "device/atomics.h"
+#include "transport/net/net_wire.h"
 
 namespace weft::proxy {
 
@@ -17,7 +18,27 @@ namespace {
 constexpr int kProxySpinCount = 64;
 
 char* slotOf(const NetLink& l, uint64_t step) {
-  return l.fifo.slots + static_cast<int64_t>(step % device::kFifoSteps) * l.fifo.stepBytes;
+  return l.fifo.slots + static_cast<int64_t>(step % device::kFifoSteps) * (l.fifo.stepBytes + l.fifo.slotGap);
+}
+
+device::FifoControl& controlOf(const NetLink& l) { return *device::fifoControl(l.fifo); }
+
+// A step arrived whole (`size` bytes): its payload size and call signature
+// go where the consumer reads them. A message without a trailer means the
+// peer does not speak this wire format: fail rather than guess.
+Status publishTrailer(NetLink& l, int size) {
+  const uint64_t slot = l.completed % device::kFifoSteps;
+  const int64_t payload = static_cast<int64_t>(size) - transport::kNetTrailerBytes;
+  if (payload < 0 || payload > l.fifo.stepBytes ||
+      !transport::applyNetTrailer(slotOf(l, l.completed) + payload, slot, &controlOf(l)))
+    return errorStatus(ncclSystemError,
+                       "network receive from %s on channel %d: step %llu arrived without a valid call-signature "
+                       "trailer (%d bytes; a step is at most %lld bytes plus a %lld-byte trailer): the peer runs "
+                       "another network wire format",
+                       l.peerName.c_str(), l.channel, static_cast<unsigned long long>(l.completed), size,
+                       static_cast<long long>(l.fifo.stepBytes), static_cast<long long>(transport::kNetTrailerBytes));
+  device::storeRelaxed(&l.fifo.sizes[slot], payload);
+  return okStatus();
 }
 
 }  // namespace
@@ -117,10 +138,15 @@ Result<bool> ProgressEngine::progressSend(NetLink& l) {
   // Acquire pairs with the producer's release of tail: slot bytes and size are visible.
   const uint64_t published = device::loadAcquire(l.fifo.tail);
   while (l.posted < l.target && l.posted < published) {
-    const int64_t bytes = device::loadRelaxed(&l.fifo.sizes[l.posted % device::kFifoSteps]);
+    const uint64_t slot = l.posted % device::kFifoSteps;
+    const int64_t bytes = device::loadRelaxed(&l.fifo.sizes[slot]);
+    // The call signature rides behind the payload (net_wire.h); rewriting
+    // it on a retry below is harmless, the slot is ours until head moves.
+    char* data = slotOf(l, l.posted);
+    transport::writeNetTrailer(controlOf(l), slot, data + bytes);
     void* request = nullptr;
-    ncclResult_t rc =
-        l.net->api->isend(l.comm, slotOf(l, l.posted), static_cast<size_t>(bytes), 0, l.mhandle, &request);
+    ncclResult_t rc = l.net->api->isend(l.comm, data, static_cast<size_t>(bytes + transport::kNetTrailerBytes), 0,
+                                        l.mhandle, &request);
     if (rc != ncclSuccess) return netFailure(l, "isend", rc);
     if (request == nullptr) break;  // the network is busy; retry next pass
     l.requests[l.posted % device::kFifoSteps] = request;
@@ -147,7 +173,7 @@ Result<bool> ProgressEngine::progressRecv(NetLink& l) {
   const uint64_t freed = device::loadAcquire(l.fifo.head);
   while (l.posted < l.target && l.posted < freed + device::kFifoSteps) {
     void* data = slotOf(l, l.posted);
-    size_t size = static_cast<size_t>(l.fifo.stepBytes);
+    size_t size = static_cast<size_t>(l.fifo.stepBytes + transport::kNetTrailerBytes);
     int tag = 0;
     void* mhandle = l.mhandle;
     void* request = nullptr;
@@ -163,9 +189,10 @@ Result<bool> ProgressEngine::progressRecv(NetLink& l) {
     ncclResult_t rc = l.net->api->test(l.requests[l.completed % device::kFifoSteps], &done, &size);
     if (rc != ncclSuccess) return netFailure(l, "test", rc);
     if (!done) break;
-    device::storeRelaxed(&l.fifo.sizes[l.completed % device::kFifoSteps], static_cast<int64_t>(size));
+    WEFT_RETURN_IF_ERROR(publishTrailer(l, size));
     l.completed += 1;
-    // Release: the received bytes and the size are visible to whoever sees the new tail.
+    // Release: the received bytes, the size and the call signature are
+    // visible to whoever sees the new tail.
     device::storeRelease(l.fifo.tail, l.completed);
     moved = true;
   }

@@ -10,6 +10,7 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->head = &control->head;
   end->sizes = control->sizes;
   end->stepBytes = stepBytes;
+  end->slotGap = 0;
   end->step = 0;
   end->seen = 0;
   end->peer = peer;

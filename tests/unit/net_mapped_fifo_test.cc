@@ -18,6 +18,7 @@
 #include "net_test_util.h"
 #include "proxy/proxy.h"
 #include "transport/net/net_link.h"
+#include "transport/net/net_wire.h"
 #include "transport/transport.h"
 
 namespace weft::testing {
@@ -79,7 +80,7 @@ TEST(NetFifoMemory, HostLinkIsZeroedPageAlignedAndSharedByBothViews) {
   const NetFifoMemory& m = memory.value();
   EXPECT_EQ(m.proxyBase, m.dataPathBase);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(m.proxyBase) % 4096, 0u);
-  const size_t bytes = transport::FifoLayout::totalBytes(kStepBytes);
+  const size_t bytes = transport::netFifoBytes(kStepBytes);
   const char* p = static_cast<const char*>(m.proxyBase);
   for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(p[i], 0) << "byte " << i;
 }
@@ -103,11 +104,11 @@ TEST(NetFifoMemory, CudaLinkIsPinnedMappedAndZeroed) {
   ASSERT_NE(m.dataPathBase, nullptr);
   EXPECT_EQ(cuda::pointerKind(m.proxyBase, nullptr), cuda::MemoryKind::kHostMapped);
   const char* p = static_cast<const char*>(m.proxyBase);
-  for (size_t i = 0; i < transport::FifoLayout::totalBytes(kStepBytes); ++i) ASSERT_EQ(p[i], 0) << "byte " << i;
+  for (size_t i = 0; i < transport::netFifoBytes(kStepBytes); ++i) ASSERT_EQ(p[i], 0) << "byte " << i;
 }
 
 TEST(NetFifoViews, EachViewPointsIntoItsOwnMappingAtTheSameOffsets) {
-  DoubleMapping mapping(transport::FifoLayout::totalBytes(kStepBytes));
+  DoubleMapping mapping(transport::netFifoBytes(kStepBytes));
   ASSERT_TRUE(mapping.ok());
   FifoEnd proxyView{}, dataPathView{};
   transport::attachNetFifo(mapping.memory(), kStepBytes, 7, &proxyView, &dataPathView);
@@ -120,6 +121,7 @@ TEST(NetFifoViews, EachViewPointsIntoItsOwnMappingAtTheSameOffsets) {
   EXPECT_NE(proxyView.tail, dataPathView.tail);
   for (const FifoEnd* end : {&proxyView, &dataPathView}) {
     EXPECT_EQ(end->stepBytes, kStepBytes);
+    EXPECT_EQ(end->slotGap, transport::kNetSlotGap);
     EXPECT_EQ(end->step, 0u);
     EXPECT_EQ(end->peer, 7);
   }
@@ -135,7 +137,7 @@ struct MappedLinks {
     setUp(&send, true, net.sendComm(), sendMemory, &producer);
     setUp(&recv, false, net.recvComm(), recvMemory, &consumer);
   }
-  static size_t bytes() { return transport::FifoLayout::totalBytes(kStepBytes); }
+  static size_t bytes() { return transport::netFifoBytes(kStepBytes); }
 
   void setUp(NetLink* link, bool isSend, void* comm, const DoubleMapping& memory, FifoEnd* dataPath) {
     ASSERT_TRUE(memory.ok());
@@ -147,7 +149,7 @@ struct MappedLinks {
     link->net = &net.network();
     link->comm = comm;
     transport::attachNetFifo(memory.memory(), kStepBytes, link->peer, &link->fifo, dataPath);
-    const size_t slots = static_cast<size_t>(kStepBytes) * device::kFifoSteps;
+    const size_t slots = static_cast<size_t>(kStepBytes + link->fifo.slotGap) * device::kFifoSteps;
     ASSERT_EQ(net.network().api->regMr(comm, link->fifo.slots, slots, kNetPtrHost, &link->mhandle), ncclSuccess);
   }
 

@@ -12,6 +12,7 @@
 #include "fake_net.h"
 #include "net_test_util.h"
 #include "transport/connection.h"
+#include "transport/net/net_link.h"
 
 namespace weft::testing {
 namespace {
@@ -20,22 +21,27 @@ using device::FifoEnd;
 using proxy::ProgressEngine;
 using transport::NetLink;
 
-// Gives `link` a zeroed FIFO of `stepBytes` slots, and `dataPath` the other
-// end of it (the data path's view of the same memory).
+// Gives `link` a zeroed network FIFO of `stepBytes` slots, and `dataPath`
+// the other end of it (the data path's view of the same memory).
 void attachFifo(NetLink* link, int64_t stepBytes, FifoEnd* dataPath) {
-  const size_t bytes = transport::FifoLayout::totalBytes(stepBytes);
+  const size_t bytes = transport::netFifoBytes(stepBytes);
   void* base = std::aligned_alloc(4096, bytes);
   ASSERT_NE(base, nullptr);
   std::memset(base, 0, bytes);
   link->memory = std::shared_ptr<void>(base, [](void* p) { std::free(p); });
-  transport::FifoLayout::attach(base, stepBytes, link->peer, &link->fifo);
-  transport::FifoLayout::attach(base, stepBytes, link->peer, dataPath);
+  transport::attachNetFifo(transport::NetFifoMemory{link->memory, base, base}, stepBytes, link->peer, &link->fifo,
+                           dataPath);
 }
 
 // Bytes in step s: varied, never zero, sometimes a whole slot.
 int64_t stepSize(uint64_t step, int64_t stepBytes) {
   if (step % 5 == 0) return stepBytes;
   return 1 + static_cast<int64_t>((step * 2654435761u) % static_cast<uint64_t>(stepBytes));
+}
+
+// The call signature the producer gives step s: different for every step.
+device::CallSignature stepSignature(uint64_t step) {
+  return {device::packCallWord({1, 7, 0, 0, -1, static_cast<uint32_t>(step)}), step * 3 + 1};
 }
 
 // The data path at both ends of one send link -> network -> receive link.
@@ -50,6 +56,8 @@ struct DataPath {
       const int64_t bytes = stepSize(producer.step, stepBytes);
       for (int64_t i = 0; i < bytes; ++i)
         device::fifoSlot(producer)[i] = static_cast<char>(patternByte(producer.step, i));
+      const device::CallSignature sig = stepSignature(producer.step);
+      device::fifoSign(producer, sig, device::callHash(sig));
       device::fifoPublish(producer, bytes);
     }
   }
@@ -62,6 +70,11 @@ struct DataPath {
       ASSERT_EQ(bytes, stepSize(step, stepBytes)) << "step " << step;
       ASSERT_EQ(firstMismatch(reinterpret_cast<const uint8_t*>(device::fifoSlot(consumer)), step, bytes), -1)
           << "step " << step;
+      // The step's signature crossed the network with it (net_wire.h).
+      const device::CallSignature sent = stepSignature(step);
+      ASSERT_EQ(device::fifoSignatureHash(consumer), device::callHash(sent)) << "step " << step;
+      ASSERT_EQ(device::fifoSignature(consumer).word, sent.word) << "step " << step;
+      ASSERT_EQ(device::fifoSignature(consumer).count, sent.count) << "step " << step;
       device::fifoRelease(consumer);
     }
   }
@@ -79,7 +92,7 @@ void setUpLink(NetLink* link, const transport::Network& net, bool isSend, void* 
   link->net = &net;
   link->comm = comm;
   ASSERT_NO_FATAL_FAILURE(attachFifo(link, stepBytes, dataPath));
-  const size_t slots = static_cast<size_t>(stepBytes) * device::kFifoSteps;
+  const size_t slots = static_cast<size_t>(stepBytes + link->fifo.slotGap) * device::kFifoSteps;
   ASSERT_EQ(net.api->regMr(comm, link->fifo.slots, slots, kNetPtrHost, &link->mhandle), ncclSuccess);
 }
 
@@ -234,6 +247,39 @@ INSTANTIATE_TEST_SUITE_P(Faults, ProxyFailure,
                                            FaultCase{FakeNet::Call::kIsend, "isend", ncclSystemError},
                                            FaultCase{FakeNet::Call::kIrecv, "irecv", ncclInternalError}),
                          faultName);
+
+// A message that does not end in a call-signature trailer (a peer speaking
+// another wire format) fails the receive, naming the peer and the channel,
+// instead of publishing bytes whose call nobody can check.
+TEST(ProxyTrailer, AMessageWithoutTheTrailerFailsTheReceive) {
+  for (int64_t bytes : {int64_t{10}, int64_t{100}}) {
+    FakeLinks links({0, 0, kNetMaxRequests});
+    // A bare message, as an older sender would put it on the wire: 10 bytes
+    // (shorter than a trailer), or 100 whose last 24 are not a trailer.
+    std::memset(links.send.fifo.slots, 0x5a, static_cast<size_t>(bytes));
+    const transport::NetApi* api = links.net.network().api.get();
+    void* request = nullptr;
+    ASSERT_EQ(
+        api->isend(links.send.comm, links.send.fifo.slots, static_cast<size_t>(bytes), 0, links.send.mhandle, &request),
+        ncclSuccess);
+    ASSERT_NE(request, nullptr);
+    int done = 0, size = 0;
+    ASSERT_EQ(api->test(request, &done, &size), ncclSuccess);
+    ASSERT_EQ(done, 1);
+    Flags flags;
+    ProgressEngine engine(0, &flags.abort, &flags.failed);
+    engine.post(&links.recv, {1, 1});
+    Result<bool> moved = true;
+    for (int pass = 0; pass < 100 && moved.ok(); ++pass) moved = engine.progressOnce();
+    ASSERT_FALSE(moved.ok()) << bytes << " bytes: the bare message was accepted";
+    const std::string why = moved.status().message();
+    EXPECT_NE(why.find("call-signature trailer"), std::string::npos) << why;
+    EXPECT_NE(why.find(links.recv.peerName), std::string::npos) << why;
+    EXPECT_NE(why.find("channel 5"), std::string::npos) << why;
+    EXPECT_EQ(flags.failed.load(), 1u);
+    EXPECT_EQ(device::loadAcquire(links.path.consumer.tail), 0u) << "nothing may be published";
+  }
+}
 
 TEST(ProxyAbort, WithTheAbortFlagSetNothingMoves) {
   FakeLinks links({0, 0, kNetMaxRequests});

@@ -26,6 +26,7 @@
 // The counters below are the proxy's; only the proxy thread touches them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,12 +47,17 @@ struct NetFifoMemory {
   void* dataPathBase = nullptr;
 };
 
-// A zeroed FIFO (FifoLayout::totalBytes(spec.stepBytes), page-aligned) for
-// the link: host memory when spec.cudaDev < 0, else pinned host memory mapped
-// into device spec.cudaDev. Errors name the channel and the size.
+// Bytes of a network FIFO: its slots lie kNetSlotGap bytes apart, room for
+// the call-signature trailer each step carries on the wire (net_wire.h).
+size_t netFifoBytes(int64_t stepBytes);
+
+// A zeroed FIFO (netFifoBytes(spec.stepBytes), page-aligned) for the link:
+// host memory when spec.cudaDev < 0, else pinned host memory mapped into
+// device spec.cudaDev. Errors name the channel and the size.
 Result<NetFifoMemory> allocateNetFifo(const LinkSpec& spec);
 
-// Points the proxy's view and the data path's view at the same FIFO bytes.
+// Points the proxy's view and the data path's view at the same FIFO bytes
+// (slots of stepBytes, kNetSlotGap apart).
 void attachNetFifo(const NetFifoMemory& memory, int64_t stepBytes, int peer, device::FifoEnd* proxyView,
                    device::FifoEnd* dataPathView);
 

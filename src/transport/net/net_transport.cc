@@ -16,6 +16,7 @@
 #include "common/params.h"
 #include "device/backend/cuda/runtime.h"
 #include "transport/net/net_link.h"
+#include "transport/net/net_wire.h"
 #include "transport/transport.h"
 
 namespace weft::transport {
@@ -85,9 +86,10 @@ Result<std::shared_ptr<NetLink>> makeLink(const LinkSpec& spec, bool isSend, Con
   return link;
 }
 
-// The proxy's host view, as host memory, on both backends.
+// The proxy's host view, as host memory, on both backends: every slot with
+// its gap (the trailer is sent from and received into it).
 Status registerSlots(NetLink* l) {
-  const size_t bytes = static_cast<size_t>(l->fifo.stepBytes) * device::kFifoSteps;
+  const size_t bytes = static_cast<size_t>(l->fifo.stepBytes + l->fifo.slotGap) * device::kFifoSteps;
   ncclResult_t rc = l->net->api->regMr(l->comm, l->fifo.slots, bytes, kNetPtrHost, &l->mhandle);
   return rc == ncclSuccess ? okStatus() : netError(*l, "registering FIFO memory for traffic", rc);
 }
@@ -149,15 +151,24 @@ class NetTransport final : public Transport {
 
 }  // namespace
 
+// Laid out as a FIFO of (stepBytes + kNetSlotGap)-byte slots, so whatever
+// FifoLayout places after the slots stays clear of the gaps.
+size_t netFifoBytes(int64_t stepBytes) { return FifoLayout::totalBytes(stepBytes + kNetSlotGap); }
+
 Result<NetFifoMemory> allocateNetFifo(const LinkSpec& spec) {
-  const size_t bytes = FifoLayout::totalBytes(spec.stepBytes);
+  const size_t bytes = netFifoBytes(spec.stepBytes);
   return spec.cudaDev >= 0 ? allocateMappedFifo(spec, bytes) : allocateHostFifo(spec, bytes);
 }
 
 void attachNetFifo(const NetFifoMemory& memory, int64_t stepBytes, int peer, device::FifoEnd* proxyView,
                    device::FifoEnd* dataPathView) {
-  FifoLayout::attach(memory.proxyBase, stepBytes, peer, proxyView);
-  FifoLayout::attach(memory.dataPathBase, stepBytes, peer, dataPathView);
+  auto attach = [&](void* base, device::FifoEnd* view) {
+    FifoLayout::attach(base, stepBytes + kNetSlotGap, peer, view);
+    view->stepBytes = stepBytes;  // what the data path may fill; the gap is the trailer's
+    view->slotGap = kNetSlotGap;
+  };
+  attach(memory.proxyBase, proxyView);
+  attach(memory.dataPathBase, dataPathView);
 }
 
 const Transport& netTransport() {
