@@ -27,6 +27,8 @@ struct PlanInputs {
   bool oversubscribed = false;     // ranks outnumber cores: every hand-off waits for a core
   bool exchangeAvailable = false;  // the backend runs Butterfly/HalvingDoubling and a plan exists
   bool hierAvailable = false;      // the backend runs the hierarchical ring and the nodes suit it
+  bool torusAvailable = false;     // the backend runs the 2D torus and the communicator has a grid
+  tuning::TorusShape torus{0, 0};  // its rows and columns
   // Call signatures (device/signature.h): off with WEFT_CHECK_CALLS=0. The
   // collectives planned get sequence numbers firstSeq, firstSeq + 1, ...
   bool checkCalls = true;
@@ -72,6 +74,8 @@ struct Plan {
   std::vector<int> exchangeChannels;
   // Channels running the hierarchical ring: connected to its neighbours first.
   std::vector<int> hierChannels;
+  // Channels running the 2D torus: connected to its row and column neighbours first.
+  std::vector<int> torusChannels;
 
   // Empties the plan for `nChannels` channels, keeping every allocation:
   // the communicator plans each launch into the same Plan.
