@@ -70,6 +70,22 @@ TEST_P(Exchange, HalvingDoublingReduceScatter) {
   runCases(mode, nranks, reducingCases(CollOp::kReduceScatter));
 }
 
+// Across virtual nodes every exchange goes through the network and the
+// proxy, which must be told each link's steps (device/step_tally.h).
+TEST(ExchangeAcrossNodes, HalvingDoublingReduceScatterThroughTheProxy) {
+  ScopedEnv nodes("WEFT_RANKS_PER_NODE", "2");
+  ScopedEnv algo("NCCL_ALGO", "reducescatter:HalvingDoubling;allreduce:HalvingDoubling");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  for (int nranks : {3, 6}) {
+    std::vector<CollCase> cases;
+    for (size_t count : counts())
+      cases.push_back({CollOp::kReduceScatter, ncclFloat32, TestOp::kSum, count, 0, count % 2 == 1});
+    cases.push_back({CollOp::kReduceScatter, ncclInt32, TestOp::kAvg, 3001, 0, true});
+    cases.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 8192 * 3 + 5, 0, false});
+    runCases(RankMode::kThreads, nranks, cases);
+  }
+}
+
 // Float sums whose value depends on the order of the additions: every rank
 // must still end with the same bits.
 TEST_P(Exchange, EveryRankGetsTheSameBits) {
