@@ -12,7 +12,9 @@
 #include "core/broken_links.h"
 #include "core/comm.h"
 #include "core/connect.h"
+#include "core/missing_links.h"
 #include "core/topology.h"
+#include "core/torus_grid.h"
 #include "graph/channel_budget.h"
 #include "graph/graph_file.h"
 #include "graph/plan.h"
@@ -249,12 +251,15 @@ bool treeUsesBrokenLink(const Comm& comm) {
   return false;
 }
 
-// WEFT_BROKEN_LINKS: rings routed around the links, trees dropped where one
-// uses them (on any rank), and the exchange plan (logical order, relays).
-Status applyBrokenLinks(Comm* comm) {
+// WEFT_BROKEN_LINKS and the links the topology lacks: rings routed around
+// the links, trees dropped where one uses them (on any rank), and the
+// exchange plan (logical order, relays).
+Status applyBrokenLinks(Comm* comm, const std::vector<int>& myNode) {
   const std::string text = param::brokenLinks();
   WEFT_ASSIGN_OR_RETURN(comm->brokenLinks, parseBrokenLinks(text, comm->nranks));
   WEFT_RETURN_IF_ERROR(agreeOnBrokenLinks(comm, text));
+  WEFT_ASSIGN_OR_RETURN(LinkSet missing, gatherMissingLinks(comm, myNode));
+  for (const auto& [a, b] : missing.pairs()) comm->brokenLinks.add(a, b);
   if (!comm->brokenLinks.empty()) {
     for (Channel& channel : comm->channels) {
       WEFT_ASSIGN_OR_RETURN(std::vector<int> ring, routeRing(channel.ringOrder, comm->brokenLinks));
@@ -282,6 +287,21 @@ Status applyBrokenLinks(Comm* comm) {
   return okStatus();
 }
 
+// The 2D torus's grid (WEFT_TORUS, else derived); a WEFT_TORUS that does
+// not tile the ranks fails init.
+Status planTorusGrid(Comm* comm, const std::vector<std::vector<int>>& nodes) {
+  WEFT_ASSIGN_OR_RETURN(TorusGrid grid, torusGrid(param::torus(), comm->nranks, nodes));
+  std::string why;
+  comm->torusPlan = planTorus(grid, comm->brokenLinks, &why);
+  if (comm->torusPlan == nullptr) {
+    WEFT_INFO(log::kGraph, "no Torus2D: %s", why.c_str());
+    return okStatus();
+  }
+  if (comm->rank == 0)
+    WEFT_INFO(log::kGraph, "Torus2D grid %zu x %zu (%s)", grid.rows.size(), grid.rows[0].size(), grid.source.c_str());
+  return okStatus();
+}
+
 }  // namespace
 
 Status buildChannels(Comm* comm) {
@@ -291,6 +311,8 @@ Status buildChannels(Comm* comm) {
   comm->algoFilter = filter.value();
   WEFT_RETURN_IF_ERROR(parseProtoFilter(comm));
   comm->directAllowed = param::direct() != 0;
+  // Checked before the ranks talk again, so that every rank fails here.
+  if (!param::torus().empty()) WEFT_RETURN_IF_ERROR(parseTorusShape(param::torus(), comm->nranks).status());
   const size_t nch = comm->channels.size();
   for (size_t c = 0; c < nch; ++c) {
     Channel& channel = comm->channels[c];
@@ -318,9 +340,10 @@ Status buildChannels(Comm* comm) {
     for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
     WEFT_INFO(log::kGraph, "flat rings: nodes of unequal size");
   }
-  WEFT_RETURN_IF_ERROR(applyBrokenLinks(comm));
+  WEFT_RETURN_IF_ERROR(applyBrokenLinks(comm, *mine));
   comm->hierPlan = planHierarchy(nodes, comm->brokenLinks);
   comm->tuner = tuning::TunerSession::open(static_cast<size_t>(comm->nranks), nodes.size());
+  WEFT_RETURN_IF_ERROR(planTorusGrid(comm, nodes));
   return okStatus();
 }
 

@@ -55,6 +55,7 @@ device::ChannelView Channel::buildView(int rank) const {
   }
   if (exchangeConnected && exchangePlan != nullptr) buildExchangeView(rank);
   if (hierConnected && hierPlan != nullptr) buildHierView(rank);
+  if (torusConnected && torusPlan != nullptr) buildTorusView(rank);
   v.hostAlgos = &hostAlgos_;
   return v;
 }
@@ -69,6 +70,23 @@ void Channel::buildHierView(int rank) const {
                                      &send[static_cast<size_t>(p.intraNext)]->end,
                                      &recv[static_cast<size_t>(p.interPrev)]->end,
                                      &send[static_cast<size_t>(p.interNext)]->end};
+}
+
+// A ring of one rank (a one-row or one-column grid) has no FIFOs.
+void Channel::buildTorusView(int rank) const {
+  const HierPlan::Place p = torusPlan->placeOf(rank);
+  const int rows = static_cast<int>(torusPlan->nodes.size());
+  const int cols = static_cast<int>(torusPlan->nodes[0].size());
+  auto recvEnd = [&](int peer) { return peer == rank ? nullptr : &recv[static_cast<size_t>(peer)]->end; };
+  auto sendEnd = [&](int peer) { return peer == rank ? nullptr : &send[static_cast<size_t>(peer)]->end; };
+  hostAlgos_.torus = device::HierView{rows,
+                                      cols,
+                                      p.node,
+                                      p.local,
+                                      recvEnd(p.intraPrev),
+                                      sendEnd(p.intraNext),
+                                      recvEnd(p.interPrev),
+                                      sendEnd(p.interNext)};
 }
 
 // Per slot the FIFOs to the partner (or the relay between us), and the
@@ -92,6 +110,10 @@ void Channel::buildExchangeView(int rank) const {
     const int to = plan.physical[static_cast<size_t>(hop.to)];
     ex.relays[ex.nRelays++] = device::RelayDuty{hop.slot, hop.from, hop.to, &recv[static_cast<size_t>(from)]->end,
                                                 &send[static_cast<size_t>(to)]->end};
+  }
+  if (!exchangeScratch.empty()) {
+    ex.scratch = const_cast<uint64_t*>(exchangeScratch.data());
+    ex.scratchBytes = exchangeScratch.size() * sizeof(uint64_t);
   }
 }
 

@@ -61,12 +61,18 @@ struct Channel {
   std::shared_ptr<void> deviceRingOrder;       // cuda backend: ringOrder in device memory
   const ExchangePlan* exchangePlan = nullptr;  // the comm's, set when exchangeConnected
   const HierPlan* hierPlan = nullptr;          // the comm's, set when hierConnected
+  const HierPlan* torusPlan = nullptr;         // the comm's, set when torusConnected
   bool flatConnected = false;                  // connected to every other rank (one-shot)
   // Connected to the partners and relays of the exchange plan (butterfly,
   // halving-doubling); the view's exchange then points at exchangeView_.
   bool exchangeConnected = false;
   // Connected to the hierarchical ring's neighbours (in the node and across).
   bool hierConnected = false;
+  // Connected to the 2D torus's row and column neighbours.
+  bool torusConnected = false;
+  // Host scratch of the halving ReduceScatter (8-byte words, so any element
+  // type is aligned); empty until a ReduceScatter on this channel needs it.
+  std::vector<uint64_t> exchangeScratch;
 
   // The host-side view of this channel for `rank`, built once and kept until
   // a connection is added (connect.cc) or the flat set completes: a launch
@@ -80,6 +86,7 @@ struct Channel {
   device::ChannelView buildView(int rank) const;
   void buildExchangeView(int rank) const;
   void buildHierView(int rank) const;
+  void buildTorusView(int rank) const;
   mutable device::ChannelView view_{};
   mutable device::HostAlgoViews hostAlgos_{};
   mutable bool viewStale_ = true;
@@ -121,6 +128,9 @@ struct Comm {
   // The nodes' ranks for the hierarchical ring; null when it does not apply
   // (one node, nodes of one rank or of unequal sizes, or a broken link on it).
   std::shared_ptr<const HierPlan> hierPlan;
+  // The 2D torus's grid, rows as nodes (core/torus_grid.h); null when the
+  // rank count has none or a broken link lies on its rings.
+  std::shared_ptr<const HierPlan> torusPlan;
   int minChannels = 1;
   int localRanks = 1;           // ranks of this communicator on this host
   int machineRanks = 1;         // ranks on this physical machine (they share its cores)
@@ -168,6 +178,10 @@ struct Comm {
   // Created with the first network connection; drives every net link.
   std::unique_ptr<proxy::ProgressEngine> proxy;
   std::atomic<uint32_t> netFailed{0};  // set by the proxy when the network fails
+  // The link that failed, when known (injectLinkFailure): its other rank, -1
+  // when unknown; failedLinkWhy is written before the release-store of it.
+  std::atomic<int> failedLinkPeer{-1};
+  std::string failedLinkWhy;
   // Set when another rank's failure notice arrives (core/failure.h); host
   // waits poll it.
   std::atomic<uint32_t> peerFailed{0};

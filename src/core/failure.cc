@@ -1,5 +1,8 @@
 #include "core/failure.h"
 
+#include <algorithm>
+#include <string>
+
 #include "common/log.h"
 #include "common/process.h"
 #include "core/comm.h"
@@ -17,7 +20,7 @@ std::string describeCall(const device::CallSignature& sig) {
   static const char* const kFuncs[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce"};
   static const char* const kOps[] = {"sum", "prod", "max", "min", "premulsum", "avg"};
   static const char* const kAlgos[] = {
-      "ring", "tree", "one-shot", "butterfly", "halving-doubling", "hierarchical ring"};
+      "ring", "tree", "one-shot", "butterfly", "halving-doubling", "hierarchical ring", "2D torus"};
   static_assert(sizeof(kAlgos) / sizeof(kAlgos[0]) == static_cast<size_t>(device::Algo::kCount),
                 "a name per algorithm");
   if ((sig.word & device::kCallWordValid) == 0) return "another call (its arguments did not arrive in time to name it)";
@@ -40,7 +43,31 @@ std::string describeCall(const device::CallSignature& sig) {
                    f.seq);
 }
 
+// The other end of the link a network failure was on: the one recorded
+// (injectLinkFailure), else the peer this rank waited on.
+int failedLinkPeer(const Comm& comm, const device::WaitFailureInfo& failure) {
+  const int recorded = comm.failedLinkPeer.load(std::memory_order_acquire);
+  return recorded >= 0 ? recorded : failure.site.peer;
+}
+
+// The link failed but its other rank is alive: name the link and the way
+// out. `waiting`: what this rank was doing when its wait stopped.
+Status linkFailure(const Comm& comm, int peer, const std::string& waiting, const Status& why) {
+  const int lo = std::min(comm.rank, peer), hi = std::max(comm.rank, peer);
+  return Status(why.code(),
+                strFormat("rank %d: link %d-%d failed: %s (this rank was waiting %s). Rank %d is alive (its "
+                          "bootstrap listener answers): recreate the communicator with WEFT_BROKEN_LINKS=%d-%d to "
+                          "keep collectives off the link; this communicator is unusable: destroy or abort it",
+                          comm.rank, lo, hi, why.message().c_str(), waiting.c_str(), peer, lo, hi));
+}
+
 }  // namespace
+
+void injectLinkFailure(Comm* comm, int peer, const std::string& why) {
+  comm->failedLinkWhy = why;
+  comm->failedLinkPeer.store(peer, std::memory_order_release);
+  comm->netFailed.store(1, std::memory_order_release);
+}
 
 Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& failure) {
   const int peer = failure.site.peer;
@@ -83,7 +110,14 @@ Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& fail
     case device::WaitFailure::kNetwork: {
       // The proxy's message names the link (peer, host, channel, direction).
       Status net = comm.proxy ? comm.proxy->failure() : Status();
+      const int linkPeer = failedLinkPeer(comm, failure);
+      if (net.ok() && comm.failedLinkPeer.load(std::memory_order_acquire) >= 0)
+        net = errorStatus(ncclSystemError, "%s", comm.failedLinkWhy.c_str());
       if (net.ok()) net = errorStatus(ncclSystemError, "the network failed");
+      if (linkPeer >= 0 && linkPeer < comm.nranks && linkPeer != comm.rank && comm.bootstrap &&
+          comm.bootstrap->peerAlive(linkPeer))
+        return linkFailure(comm, linkPeer,
+                           strFormat("on channel %d for %s %s", failure.site.channel, where.c_str(), waitingFor), net);
       return Status(net.code(),
                     strFormat("rank %d: waiting on channel %d for %s %s: %s. A peer on another node "
                               "exited, aborted or lost its network; the communicator is unusable: "

@@ -10,7 +10,15 @@ namespace weft::core {
 
 struct Comm;
 
+// A network failure whose peer is alive (its bootstrap listener answers) is
+// the link's, not the peer's: the message names the link and how to run
+// without it (WEFT_BROKEN_LINKS).
 Status describeWaitFailure(const Comm& comm, const device::WaitFailureInfo& failure);
+
+// Test hook: the link between this rank and `peer` fails at run time as a
+// network link does (the flag the proxy raises, with the link known): the
+// call waiting fails, naming the link and `why`.
+void injectLinkFailure(Comm* comm, int peer, const std::string& why);
 
 // Failure propagation (docs/architecture.md, "When a rank fails").
 //

@@ -36,6 +36,10 @@ PlanInputs planInputs(const Comm& comm) {
   // Butterfly and halving-doubling: host team only (cuda_coop.cuh).
   in.exchangeAvailable = comm.backend == weftBackendHost && comm.exchangePlan != nullptr;
   in.hierAvailable = comm.backend == weftBackendHost && comm.hierPlan != nullptr;
+  in.torusAvailable = comm.backend == weftBackendHost && comm.torusPlan != nullptr;
+  if (in.torusAvailable)
+    in.torus = tuning::TorusShape{static_cast<int>(comm.torusPlan->nodes.size()),
+                                  static_cast<int>(comm.torusPlan->nodes[0].size())};
   in.oversubscribed = comm.oversubscribed;
   // LL needs every link within a node (the proxy moves only Simple slots);
   // the cuda backend uses it only when NCCL_PROTO asks, until it is measured
@@ -122,6 +126,31 @@ void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs)
   }
 }
 
+// The torus's row and column neighbours (none in a ring of one rank).
+void collectTorusNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs) {
+  for (int c : plan.torusChannels) {
+    if (comm->channels[static_cast<size_t>(c)].torusConnected) continue;
+    const HierPlan::Place p = comm->torusPlan->placeOf(comm->rank);
+    std::vector<int> peers;
+    for (int peer : {p.intraPrev, p.intraNext, p.interPrev, p.interNext})
+      if (peer != comm->rank && std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
+    for (int peer : peers) {
+      needs->push_back({comm, c, peer, true});
+      needs->push_back({comm, c, peer, false});
+    }
+  }
+}
+
+void markTorusConnected(Comm* comm, const Plan& plan) {
+  for (int c : plan.torusChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (channel.torusConnected) continue;
+    channel.torusConnected = true;
+    channel.torusPlan = comm->torusPlan.get();
+    channel.invalidateView();
+  }
+}
+
 void markExchangeConnected(Comm* comm, const Plan& plan) {
   for (int c : plan.exchangeChannels) {
     Channel& channel = comm->channels[static_cast<size_t>(c)];
@@ -129,6 +158,28 @@ void markExchangeConnected(Comm* comm, const Plan& plan) {
     channel.exchangeConnected = true;
     channel.exchangePlan = comm->exchangePlan.get();
     channel.invalidateView();
+  }
+}
+
+// Scratch of the halving ReduceScatter: k pieces of up to a chunk, within a
+// bound (smaller pieces beyond it), never less than one aligned piece each.
+constexpr int64_t kMaxScatterScratchBytes = 8 << 20;
+
+// Made on the first ReduceScatter of an exchange channel that needs it
+// (device/halving_doubling_scatter.h), before the view is read.
+void provideScatterScratch(Comm* comm, const Plan& plan) {
+  const int64_t least = static_cast<int64_t>(comm->nranks) * kAlignBytes;
+  const int64_t wanted = static_cast<int64_t>(comm->nranks) * comm->stepBytes * comm->chunkSteps;
+  const int64_t bytes = std::max(least, std::min(wanted, kMaxScatterScratchBytes));
+  for (int c : plan.exchangeChannels) {
+    Channel& channel = comm->channels[static_cast<size_t>(c)];
+    if (!channel.exchangeScratch.empty()) continue;
+    for (const device::WorkItem& item : plan.channels[static_cast<size_t>(c)])
+      if (item.kind == device::WorkItem::Kind::kColl && item.coll.func == device::Func::kReduceScatter) {
+        channel.exchangeScratch.assign(static_cast<size_t>(device::divUp<int64_t>(bytes, 8)), 0);
+        channel.invalidateView();
+        break;
+      }
   }
 }
 
@@ -195,7 +246,8 @@ void postNetSteps(Comm* comm, const Plan& plan) {
 
 // TRACE: what each channel of a launch runs, item by item.
 void traceWorkItems(const Comm& comm, const Plan& plan) {
-  static const char* const kAlgos[] = {"Ring", "Tree", "OneShot", "Butterfly", "HalvingDoubling", "HierarchicalRing"};
+  static const char* const kAlgos[] = {"Ring",   "Tree", "OneShot", "Butterfly", "HalvingDoubling", "HierarchicalRing",
+                                       "Torus2D"};
   for (size_t c = 0; c < plan.channels.size(); ++c)
     for (const device::WorkItem& item : plan.channels[c]) {
       if (item.kind != device::WorkItem::Kind::kColl) {
@@ -206,7 +258,7 @@ void traceWorkItems(const Comm& comm, const Plan& plan) {
       WEFT_TRACE(log::kColl,
                  "rank %d channel %zu: func %d algo %s count %llu, elements [%llu, %llu) chunk %llu sendbuff %p "
                  "recvbuff %p",
-                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 6],
+                 comm.rank, c, static_cast<int>(w.func), kAlgos[static_cast<int>(w.algo) % 7],
                  static_cast<unsigned long long>(w.count), static_cast<unsigned long long>(w.channelStart),
                  static_cast<unsigned long long>(w.channelStart + w.channelCount),
                  static_cast<unsigned long long>(w.chunkElems), w.sendbuff, static_cast<void*>(w.recvbuff));
@@ -299,6 +351,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
     }
     WEFT_RETURN_IF_ERROR(planLaunch(comms[i]));
     collectNeeds(comms[i], comms[i]->plan, &needs);
+    collectTorusNeeds(comms[i], comms[i]->plan, &needs);
   }
   if (!needs.empty()) {
     Status connected = connectPeers(needs);
@@ -318,7 +371,9 @@ Status launchLocked(Comm* const* comms, size_t n) {
     Plan& plan = comms[i]->plan;
     markFlatConnected(comms[i], plan);
     markExchangeConnected(comms[i], plan);
+    provideScatterScratch(comms[i], plan);
     markHierConnected(comms[i], plan);
+    markTorusConnected(comms[i], plan);
     bindP2p(comms[i], &plan, false);
     postNetSteps(comms[i], plan);  // before anything (a worker, a kernel) waits on these steps
     if (log::enabled(log::Level::kTrace, log::kColl | log::kP2p)) traceWorkItems(*comms[i], plan);

@@ -72,7 +72,8 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const tuning::LinkCosts costs = tuning::hostLinkCosts(in.oversubscribed);
   const tuning::Choice choice =
       tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, costs, in.algoFilter ? *in.algoFilter : kAll,
-                              in.treesAvailable, in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable);
+                              in.treesAvailable, in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable,
+                              in.torusAvailable ? in.torus : tuning::TorusShape{0, 0});
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
               static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),
@@ -83,6 +84,7 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
     case tuning::Algorithm::kButterfly: work->algo = device::Algo::kButterfly; break;
     case tuning::Algorithm::kHalvingDoubling: work->algo = device::Algo::kHalvingDoubling; break;
     case tuning::Algorithm::kHierarchicalRing: work->algo = device::Algo::kHierRing; break;
+    case tuning::Algorithm::kTorus2D: work->algo = device::Algo::kTorus2D; break;
     default: break;
   }
   return choice;
@@ -214,6 +216,7 @@ void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* pl
     if (work.algo == device::Algo::kButterfly || work.algo == device::Algo::kHalvingDoubling)
       addOnce(&plan->exchangeChannels, c);
     if (work.algo == device::Algo::kHierRing) addOnce(&plan->hierChannels, c);
+    if (work.algo == device::Algo::kTorus2D) addOnce(&plan->torusChannels, c);
   }
 }
 
@@ -283,6 +286,7 @@ void Plan::reset(int nChannels) {
   flatChannels.clear();
   exchangeChannels.clear();
   hierChannels.clear();
+  torusChannels.clear();
 }
 
 Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,

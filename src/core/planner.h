@@ -41,6 +41,8 @@ struct PlanInputs {
   // Every rank is a thread of this process and the backend has direct mode:
   // large ring calls write straight into the peers' user buffers.
   bool directPossible = false;
+  bool torusAvailable = false;     // the backend runs the 2D torus and the communicator has a grid
+  tuning::TorusShape torus{0, 0};  // its rows and columns
   // Call signatures (device/signature.h): off with WEFT_CHECK_CALLS=0. The
   // collectives planned get sequence numbers firstSeq, firstSeq + 1, ...
   bool checkCalls = true;
@@ -90,6 +92,8 @@ struct Plan {
   std::vector<int> exchangeChannels;
   // Channels running the hierarchical ring: connected to its neighbours first.
   std::vector<int> hierChannels;
+  // Channels running the 2D torus: connected to its row and column neighbours first.
+  std::vector<int> torusChannels;
 
   // Empties the plan for `nChannels` channels, keeping every allocation:
   // the communicator plans each launch into the same Plan.

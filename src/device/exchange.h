@@ -54,6 +54,10 @@ struct ExchangeView {
   FifoEnd* recv[kExchangeSlots];
   int32_t nRelays;
   RelayDuty relays[kMaxRelayDuties];
+  // Partial results of the halving ReduceScatter (halving_doubling_scatter.h),
+  // host memory of the channel; null until a ReduceScatter needs it.
+  void* scratch;
+  uint64_t scratchBytes;
 };
 
 // Who does what in a k-rank exchange, from logical ranks.

@@ -9,12 +9,14 @@
 
 #include "device/butterfly.h"
 #include "device/halving_doubling.h"
+#include "device/halving_doubling_scatter.h"
 #include "device/hier_ring.h"
 #include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/primitives.h"
 #include "device/reduce_ops.h"
 #include "device/ring.h"
+#include "device/torus.h"
 #include "device/tree.h"
 #include "device/types.h"
 #include "device/work.h"
@@ -94,6 +96,7 @@ WEFT_HD void runExchangeAlgo(Coop& coop, const ChannelView& channel, const CollW
   auto relay = [&](int d) { return make.relay(d); };
   const ExchangeView& ex = channel.hostAlgos->exchange;
   if (work.func == Func::kAllGather) return doublingAllGather<T>(ex, work, slot, relay);
+  if (work.func == Func::kReduceScatter) return halvingReduceScatter<T>(ex, work, slot, relay);
   if (work.algo == Algo::kButterfly) return butterflyAllReduce<T>(ex, work, slot, relay);
   halvingDoublingAllReduce<T>(ex, work, slot, relay);
 }
@@ -106,6 +109,22 @@ WEFT_HD void runHierRingAllReduce(Coop& coop, const ChannelView& channel, const 
   RingPrims<T, RedOp, Coop> intra(coop, op, channel.id, &h.intraRecv, 1, &h.intraSend, 1);
   RingPrims<T, NoPreOp<RedOp>, Coop> inter(coop, NoPreOp<RedOp>(op), channel.id, &h.interRecv, 1, &h.interSend, 1);
   hierRingAllReduce<T>(intra, inter, h, work);
+}
+
+// 2D torus AllReduce: the row ring with the user's functor, the column ring
+// with it minus its pre-op; a one-row or one-column grid is that ring alone.
+template <typename T, typename RedOp, typename Coop>
+WEFT_HD void runTorusAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
+  const HierView& t = channel.hostAlgos->torus;
+  if (torusIsLine(t)) {
+    FifoEnd* recvs[1] = {torusLineRecv(t)};
+    FifoEnd* sends[1] = {torusLineSend(t)};
+    RingPrims<T, RedOp, Coop> line(coop, op, channel.id, recvs, 1, sends, 1);
+    return torusLineAllReduce<T>(line, t, work);
+  }
+  RingPrims<T, RedOp, Coop> row(coop, op, channel.id, &t.intraRecv, 1, &t.intraSend, 1);
+  RingPrims<T, NoPreOp<RedOp>, Coop> column(coop, NoPreOp<RedOp>(op), channel.id, &t.interRecv, 1, &t.interSend, 1);
+  torusAllReduce<T>(row, column, t, work);
 }
 
 WEFT_HD bool isExchange(Algo algo) { return algo == Algo::kButterfly || algo == Algo::kHalvingDoubling; }
@@ -197,10 +216,11 @@ WEFT_HD auto makeOp(const CollWork& work) {
 
 template <typename T, RedOpKind K, typename Coop, typename P>
 WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  // Trees, one-shot, the pairwise exchanges and the hierarchical ring are
-  // instantiated only for teams that declare them (trees: both; the others:
-  // the host team); the planner never gives them to a backend whose team
-  // lacks them. The exchanges and the hierarchical ring run under Simple only.
+  // Trees, one-shot, the pairwise exchanges and the hierarchical ring (and
+  // the 2D torus, its relative) are instantiated only for teams that declare
+  // them (trees: both; the others: the host team); the planner never gives
+  // them to a backend whose team lacks them. The exchanges, the hierarchical
+  // ring and the torus run under Simple only.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
@@ -214,10 +234,14 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
   if constexpr (Coop::kHasExchange && std::is_same_v<P, ProtoSimple>) {
     if (isExchange(work.algo) && work.func == Func::kAllReduce)
       return runExchangeAlgo<T>(coop, channel, work, makeOp<T, K>(work));
+    if (work.algo == Algo::kHalvingDoubling && work.func == Func::kReduceScatter)
+      return runExchangeAlgo<T>(coop, channel, work, makeOp<T, K>(work));
   }
   if constexpr (Coop::kHasHierRing && std::is_same_v<P, ProtoSimple>) {
     if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce)
       return runHierRingAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
+    if (work.algo == Algo::kTorus2D && work.func == Func::kAllReduce)
+      return runTorusAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
   }
   runRingReducing<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
 }

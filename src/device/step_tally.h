@@ -13,12 +13,14 @@
 
 #include "device/butterfly.h"
 #include "device/halving_doubling.h"
+#include "device/halving_doubling_scatter.h"
 #include "device/hier_ring.h"
 #include "device/oneshot.h"
 #include "device/p2p.h"
 #include "device/portable.h"
 #include "device/ring.h"
 #include "device/step_fifo.h"
+#include "device/torus.h"
 #include "device/tree.h"
 #include "device/work.h"
 
@@ -120,8 +122,21 @@ void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally
     CountingPrims<T> inter(tally, &h.interRecv, 1, &h.interSend, 1);
     return hierRingAllReduce<T>(intra, inter, h, work);
   }
+  if (work.algo == Algo::kTorus2D && work.func == Func::kAllReduce && channel.hostAlgos != nullptr) {
+    const HierView& t = channel.hostAlgos->torus;
+    if (torusIsLine(t)) {
+      FifoEnd* recvs[1] = {torusLineRecv(t)};
+      FifoEnd* sends[1] = {torusLineSend(t)};
+      CountingPrims<T> line(tally, recvs, 1, sends, 1);
+      return torusLineAllReduce<T>(line, t, work);
+    }
+    CountingPrims<T> row(tally, &t.intraRecv, 1, &t.intraSend, 1);
+    CountingPrims<T> column(tally, &t.interRecv, 1, &t.interSend, 1);
+    return torusAllReduce<T>(row, column, t, work);
+  }
   if ((work.algo == Algo::kButterfly || work.algo == Algo::kHalvingDoubling) && channel.hostAlgos != nullptr &&
-      (work.func == Func::kAllReduce || work.func == Func::kAllGather)) {
+      (work.func == Func::kAllReduce || work.func == Func::kAllGather ||
+       (work.func == Func::kReduceScatter && work.algo == Algo::kHalvingDoubling))) {
     const ExchangeView& ex = channel.hostAlgos->exchange;
     auto slot = [&](int s) {
       const int peers = ex.send[s] != nullptr ? 1 : 0;
@@ -129,6 +144,7 @@ void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally
     };
     auto relay = [&](int d) { return CountingPrims<T>(tally, &ex.relays[d].recv, 1, &ex.relays[d].send, 1); };
     if (work.func == Func::kAllGather) return doublingAllGather<T>(ex, work, slot, relay);
+    if (work.func == Func::kReduceScatter) return halvingReduceScatter<T>(ex, work, slot, relay);
     if (work.algo == Algo::kButterfly) return butterflyAllReduce<T>(ex, work, slot, relay);
     return halvingDoublingAllReduce<T>(ex, work, slot, relay);
   }

@@ -12,8 +12,8 @@ namespace weft::device {
 
 enum class Func : uint8_t { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kSendRecv, kCount };
 // kButterfly and kHalvingDoubling: pairwise exchanges (exchange.h);
-// kHierRing: hierarchical ring (hier_ring.h).
-enum class Algo : uint8_t { kRing = 0, kTree, kOneShot, kButterfly, kHalvingDoubling, kHierRing, kCount };
+// kHierRing: hierarchical ring (hier_ring.h); kTorus2D: 2D torus (torus.h).
+enum class Algo : uint8_t { kRing = 0, kTree, kOneShot, kButterfly, kHalvingDoubling, kHierRing, kTorus2D, kCount };
 enum class Proto : uint8_t { kSimple = 0, kLL, kLL128, kCount };
 
 // Element types, numbered as ncclDataType_t.
@@ -72,7 +72,8 @@ struct TreeView {
 };
 
 // Hierarchical ring (hier_ring.h): this rank's place among N nodes of m
-// ranks and the FIFOs of its two rings.
+// ranks and the FIFOs of its two rings. The 2D torus (torus.h) uses it for
+// R rows of C ranks (nodes = R, perNode = C); a ring of one rank has no FIFOs.
 struct HierView {
   int32_t nodes;       // N
   int32_t perNode;     // m
@@ -85,10 +86,12 @@ struct HierView {
 };
 
 // Views of the algorithms only the host team runs, whose FIFOs are
-// connected on first use: exchange.nranks / hier.nodes are 0 until then.
+// connected on first use: exchange.nranks / hier.nodes / torus.nodes are 0
+// until then.
 struct HostAlgoViews {
   ExchangeView exchange;
   HierView hier;
+  HierView torus;  // nodes 0 until connected
 };
 
 struct ChannelView {

@@ -19,8 +19,9 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-// "ring,tree" or "^tree" -> mask of algorithms.
-Result<uint32_t> parseList(const std::string& text, const std::string& whole) {
+// "ring,tree" or "^tree" -> mask of algorithms; *named: those listed by
+// name without "^".
+Result<uint32_t> parseList(const std::string& text, const std::string& whole, uint32_t* named) {
   std::string list = trim(text);
   const bool exclude = !list.empty() && list[0] == '^';
   if (exclude) list = list.substr(1);
@@ -35,15 +36,17 @@ Result<uint32_t> parseList(const std::string& text, const std::string& whole) {
     if (name == "recdoubling") found = static_cast<int>(Algorithm::kButterfly);
     if (name == "rabenseifner") found = static_cast<int>(Algorithm::kHalvingDoubling);
     if (name == "hierring") found = static_cast<int>(Algorithm::kHierarchicalRing);
+    if (name == "torus") found = static_cast<int>(Algorithm::kTorus2D);
     if (found < 0)
-      return errorStatus(
-          ncclInvalidArgument,
-          "NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (expected Ring, Tree, OneShot, Butterfly "
-          "(RecDoubling), HalvingDoubling (Rabenseifner) or HierarchicalRing (HierRing), optionally per collective as "
-          "allreduce:tree)",
-          whole.c_str(), name.c_str());
+      return errorStatus(ncclInvalidArgument,
+                         "NCCL_ALGO=\"%s\": unknown algorithm \"%s\" (expected Ring, Tree, OneShot, Butterfly "
+                         "(RecDoubling), HalvingDoubling (Rabenseifner), HierarchicalRing (HierRing) or Torus2D "
+                         "(Torus), optionally per "
+                         "collective as allreduce:tree)",
+                         whole.c_str(), name.c_str());
     mask |= 1u << found;
   }
+  *named = exclude ? 0 : mask;
   return exclude ? ~mask : mask;
 }
 
@@ -56,6 +59,7 @@ const char* algorithmName(Algorithm algo) {
     case Algorithm::kButterfly: return "Butterfly";
     case Algorithm::kHalvingDoubling: return "HalvingDoubling";
     case Algorithm::kHierarchicalRing: return "HierarchicalRing";
+    case Algorithm::kTorus2D: return "Torus2D";
     default: return "Ring";
   }
 }
@@ -73,8 +77,10 @@ Result<AlgoFilter> AlgoFilter::parse(const std::string& text) {
     if (entry.empty()) continue;
     const size_t colon = entry.find(':');
     if (colon == std::string::npos) {
-      WEFT_ASSIGN_OR_RETURN(uint32_t mask, parseList(entry, text));
+      uint32_t named = 0;
+      WEFT_ASSIGN_OR_RETURN(uint32_t mask, parseList(entry, text, &named));
       for (uint32_t& m : filter.mask_) m = mask;
+      for (uint32_t& m : filter.named_) m = named;
       continue;
     }
     const std::string coll = lower(trim(entry.substr(0, colon)));
@@ -86,8 +92,10 @@ Result<AlgoFilter> AlgoFilter::parse(const std::string& text) {
                          "NCCL_ALGO=\"%s\": unknown collective \"%s\" (expected allreduce, allgather, "
                          "reducescatter, broadcast or reduce)",
                          text.c_str(), coll.c_str());
-    WEFT_ASSIGN_OR_RETURN(uint32_t mask, parseList(entry.substr(colon + 1), text));
+    uint32_t named = 0;
+    WEFT_ASSIGN_OR_RETURN(uint32_t mask, parseList(entry.substr(colon + 1), text, &named));
     filter.mask_[index] = mask;
+    filter.named_[index] = named;
   }
   return filter;
 }
@@ -178,6 +186,11 @@ double halvingDoublingEstimate(CollKind coll, double kb, const Shape& shape, con
   const double lat = exchangeLat(shape, costs), bw = exchangeGBs(shape, costs);
   const double share = (x.p - 1) / x.p;
   if (coll == CollKind::kAllGather) return x.rounds * lat + share * kb / bw + (x.folds ? 2 * lat + kb / bw : 0);
+  // ReduceScatter (S = all ranks' bytes): the halving half, every byte moved
+  // also combined; the fold hands in all S and hands back S/k.
+  if (coll == CollKind::kReduceScatter)
+    return x.rounds * lat + share * kb * (1 / bw + 1 / costs.reduceGBs) +
+           (x.folds ? 2 * lat + kb / bw + kb / costs.reduceGBs + kb / shape.nranks / bw : 0);
   const double fold = x.folds ? 2 * (lat + kb / bw) + kb / costs.reduceGBs : 0;
   return 2 * x.rounds * lat + 2 * share * kb / bw + share * kb / costs.reduceGBs + fold;
 }
@@ -189,6 +202,23 @@ double hierRingEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
   const double intra = 2 * (m - 1) * costs.intraLatUs + 2 * (m - 1) / m * kb / costs.intraGBs;
   const double inter = 2 * (N - 1) * costs.interLatUs + 2 * (N - 1) / N * (kb / m) / costs.interGBs;
   return intra + inter;
+}
+
+// 2D torus: the hierarchical ring's terms on R rows of C ranks; a row's
+// hand-offs cross nodes unless rows are the nodes, a column's whenever the
+// communicator spans nodes. A one-row or one-column grid is a ring.
+double torusEstimate(double kb, const Shape& shape, TorusShape torus, const LinkCosts& costs) {
+  const double R = torus.rows, C = torus.cols;
+  const bool multiNode = shape.nnodes > 1;
+  const bool rowsAreNodes = torus.rows == shape.nnodes && torus.cols == shape.ranksPerNode;
+  const bool rowInter = multiNode && !rowsAreNodes;
+  const double rowLat = rowInter ? costs.interLatUs : costs.intraLatUs;
+  const double rowGBs = rowInter ? costs.interGBs : costs.intraGBs;
+  const double colLat = multiNode ? costs.interLatUs : costs.intraLatUs;
+  const double colGBs = multiNode ? costs.interGBs : costs.intraGBs;
+  const double row = 2 * (C - 1) * rowLat + 2 * (C - 1) / C * kb / rowGBs;
+  const double column = 2 * (R - 1) * colLat + 2 * (R - 1) / R * (kb / C) / colGBs;
+  return row + column;
 }
 
 }  // namespace
@@ -216,8 +246,8 @@ LinkCosts hostLinkCosts(bool oversubscribed) {
 
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
                        const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable, bool exchangeAvailable,
-                       bool hierAvailable) {
-  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1}, "only Ring is possible"};
+                       bool hierAvailable, TorusShape torus) {
+  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1, -1}, "only Ring is possible"};
   const double kb = static_cast<double>(bytes) / 1e3;  // GB/s * us = 1e3 bytes
   const bool allReduce = coll == CollKind::kAllReduce;
   double* est = choice.estimateUs;
@@ -230,14 +260,18 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
     est[2] = oneShotEstimate(coll, kb, shape, costs);
   if (exchangeAvailable && shape.nranks > 1) {
     if (allReduce) est[3] = butterflyEstimate(kb, shape, costs);
-    if (allReduce || coll == CollKind::kAllGather) est[4] = halvingDoublingEstimate(coll, kb, shape, costs);
+    if (allReduce || coll == CollKind::kAllGather || coll == CollKind::kReduceScatter)
+      est[4] = halvingDoublingEstimate(coll, kb, shape, costs);
   }
   if (hierAvailable && allReduce && shape.nnodes > 1 && shape.ranksPerNode > 1)
     est[5] = hierRingEstimate(kb, shape, costs);
+  if (allReduce && torus.rows > 0 && shape.nranks > 1) est[6] = torusEstimate(kb, shape, torus, costs);
   int best = -1;
   bool filtered = false;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
     if (est[a] < 0) continue;
+    // Opt-in: priced for the log, chosen only when NCCL_ALGO names it.
+    if (a == static_cast<int>(Algorithm::kTorus2D) && !filter.names(coll, Algorithm::kTorus2D)) continue;
     if (!filter.allows(coll, static_cast<Algorithm>(a))) {
       filtered = true;
       continue;
@@ -250,7 +284,8 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
   }
   choice.algo = static_cast<Algorithm>(best);
   int possible = 0;
-  for (double e : choice.estimateUs) possible += e >= 0;
+  for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a)
+    possible += est[a] >= 0 && (a != static_cast<int>(Algorithm::kTorus2D) || filter.names(coll, Algorithm::kTorus2D));
   choice.reason = possible == 1 ? (best == 0 ? "only Ring is possible" : "only one algorithm is possible")
                   : filtered    ? "the cheapest estimate NCCL_ALGO allows"
                                 : "the cheapest estimate";

@@ -17,6 +17,8 @@ namespace weft::tuning {
 // rounds; NCCL_ALGO also accepts RecDoubling and Rabenseifner for them.
 // kHierarchicalRing (device/hier_ring.h; alias HierRing): reduce-scatter in
 // each node, allreduce across nodes per local index, allgather in the node.
+// kTorus2D (device/torus.h; alias Torus): the same on a grid of rows and
+// columns (core/torus_grid.h); chosen only where NCCL_ALGO names it.
 enum class Algorithm : int {
   kRing = 0,
   kTree = 1,
@@ -24,7 +26,8 @@ enum class Algorithm : int {
   kButterfly = 3,
   kHalvingDoubling = 4,
   kHierarchicalRing = 5,
-  kCount = 6
+  kTorus2D = 6,
+  kCount = 7
 };
 enum class CollKind : int { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kCount };
 
@@ -42,9 +45,15 @@ class AlgoFilter {
   bool allows(CollKind coll, Algorithm algo) const {
     return (mask_[static_cast<int>(coll)] >> static_cast<int>(algo)) & 1u;
   }
+  // Whether the text listed `algo` for `coll` by name (not through "^" or
+  // the default): opt-in algorithms compete only then.
+  bool names(CollKind coll, Algorithm algo) const {
+    return (named_[static_cast<int>(coll)] >> static_cast<int>(algo)) & 1u;
+  }
 
  private:
   uint32_t mask_[static_cast<int>(CollKind::kCount)] = {~0u, ~0u, ~0u, ~0u, ~0u};
+  uint32_t named_[static_cast<int>(CollKind::kCount)] = {0, 0, 0, 0, 0};
 };
 
 // What the cost model needs to know about the communicator.
@@ -86,6 +95,12 @@ constexpr int64_t kOneShotMaxBytes = 256 << 10;
 constexpr int64_t kOneShotGatherMaxBytes = 64 << 10;
 constexpr int64_t kOneShotBroadcastMaxBytes = 2 << 10;
 
+// The 2D torus's grid; rows 0: none.
+struct TorusShape {
+  int rows;
+  int cols;
+};
+
 struct Choice {
   Algorithm algo;
   double estimateUs[static_cast<int>(Algorithm::kCount)];  // <0: not possible
@@ -99,15 +114,20 @@ struct Choice {
 // it (at 2 ranks only AllReduce differs from its ring). When the filter allows
 // nothing possible, Ring is used and the reason says so.
 //
-// Butterfly (AllReduce) and HalvingDoubling (AllReduce, AllGather) need
+// Butterfly (AllReduce) and HalvingDoubling (AllReduce, AllGather,
+// ReduceScatter) need
 // exchangeAvailable: the backend runs them and an exchange plan exists;
 // HierarchicalRing (AllReduce) hierAvailable: nodes of one size, 2 or more
-// of 2 or more ranks.
+// of 2 or more ranks. Torus2D (AllReduce) a grid (torus.rows > 0), and only
+// where the filter names it: the model prices it like the hierarchical ring
+// on its rows and columns, which on one host beats the ring by hand-offs
+// alone, something no measurement here backs (its three phases do not
+// overlap as the ring's steps do).
 // Their estimates are alpha-beta sums over their rounds: latency per round,
 // bytes per round over the link bandwidth, combined bytes over reduceGBs.
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
                        const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable = false,
-                       bool exchangeAvailable = false, bool hierAvailable = false);
+                       bool exchangeAvailable = false, bool hierAvailable = false, TorusShape torus = {0, 0});
 
 // "Ring 3.1 us, Tree -, ..." : every algorithm's estimate (- where impossible).
 std::string describeEstimates(const Choice& choice);

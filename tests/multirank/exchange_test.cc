@@ -61,6 +61,31 @@ TEST_P(Exchange, HalvingDoublingAllReduceAndAllGather) {
   runCases(mode, nranks, cases);
 }
 
+// ReduceScatter by recursive halving: partials of other ranks' segments in
+// the channel's scratch, folded ranks' segments handed back at the end.
+TEST_P(Exchange, HalvingDoublingReduceScatter) {
+  const auto [mode, nranks] = GetParam();
+  ScopedEnv algo("NCCL_ALGO", "reducescatter:HalvingDoubling");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  runCases(mode, nranks, reducingCases(CollOp::kReduceScatter));
+}
+
+// Across virtual nodes every exchange goes through the network and the
+// proxy, which must be told each link's steps (device/step_tally.h).
+TEST(ExchangeAcrossNodes, HalvingDoublingReduceScatterThroughTheProxy) {
+  ScopedEnv nodes("WEFT_RANKS_PER_NODE", "2");
+  ScopedEnv algo("NCCL_ALGO", "reducescatter:HalvingDoubling;allreduce:HalvingDoubling");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  for (int nranks : {3, 6}) {
+    std::vector<CollCase> cases;
+    for (size_t count : counts())
+      cases.push_back({CollOp::kReduceScatter, ncclFloat32, TestOp::kSum, count, 0, count % 2 == 1});
+    cases.push_back({CollOp::kReduceScatter, ncclInt32, TestOp::kAvg, 3001, 0, true});
+    cases.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 8192 * 3 + 5, 0, false});
+    runCases(RankMode::kThreads, nranks, cases);
+  }
+}
+
 // Float sums whose value depends on the order of the additions: every rank
 // must still end with the same bits.
 TEST_P(Exchange, EveryRankGetsTheSameBits) {
@@ -122,13 +147,17 @@ TEST(ExchangeChoice, TuningLogNamesEveryCandidate) {
   EXPECT_NE(log.find("HalvingDoubling "), std::string::npos) << log;
   EXPECT_NE(log.find("OneShot -"), std::string::npos) << log;
   for (int nranks : {2, 3, 5}) {
-    ScopedEnv hd("NCCL_ALGO", "allreduce:HalvingDoubling;allgather:HalvingDoubling");
+    ScopedEnv hd("NCCL_ALGO", "allreduce:HalvingDoubling;allgather:HalvingDoubling;reducescatter:Rabenseifner");
     const std::string forced = runLogged(nranks, "TUNING", [](RankContext& ctx) {
       runAndCheck(ctx, {CollOp::kAllReduce, ncclInt32, TestOp::kSum, 4096, 0, false});
       runAndCheck(ctx, {CollOp::kAllGather, ncclInt32, TestOp::kSum, 100, 0, false});
+      runAndCheck(ctx, {CollOp::kReduceScatter, ncclInt32, TestOp::kSum, 100, 0, false});
     });
     EXPECT_NE(forced.find("AllReduce 16384 bytes: HalvingDoubling"), std::string::npos) << forced;
     EXPECT_NE(forced.find("AllGather " + std::to_string(400 * nranks) + " bytes: HalvingDoubling"), std::string::npos)
+        << forced;
+    EXPECT_NE(forced.find("ReduceScatter " + std::to_string(400 * nranks) + " bytes: HalvingDoubling"),
+              std::string::npos)
         << forced;
   }
 }

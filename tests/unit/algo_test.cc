@@ -177,9 +177,14 @@ TEST(ChooseAlgorithm, ExchangesWinSmallAndMidSizesWhereTheyRun) {
   EXPECT_EQ(pick(CollKind::kAllReduce, 64 << 10).algo, Algorithm::kHalvingDoubling);
   EXPECT_EQ(pick(CollKind::kAllReduce, 64 << 20).algo, Algorithm::kRing);
   EXPECT_EQ(pick(CollKind::kAllGather, 1024).algo, Algorithm::kHalvingDoubling);
-  // Offered only for AllReduce and AllGather, and only where they run.
+  // ReduceScatter by halving: 3 rounds against the ring's 7 hand-offs for
+  // small messages; for large ones every byte it moves is also combined.
+  EXPECT_EQ(pick(CollKind::kReduceScatter, 1024).algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(CollKind::kReduceScatter, 64 << 20).algo, Algorithm::kRing);
+  // Butterfly only for AllReduce; neither for Broadcast and Reduce; only where they run.
   EXPECT_LT(pick(CollKind::kReduceScatter, 64).estimateUs[3], 0);
-  EXPECT_LT(pick(CollKind::kReduceScatter, 64).estimateUs[4], 0);
+  EXPECT_LT(pick(CollKind::kBroadcast, 64).estimateUs[4], 0);
+  EXPECT_LT(pick(CollKind::kReduce, 64).estimateUs[4], 0);
   EXPECT_LT(pick(CollKind::kAllGather, 64).estimateUs[3], 0);
   const Choice none = chooseAlgorithm(CollKind::kAllReduce, 64, shape, costs, all, false, true, false);
   EXPECT_LT(none.estimateUs[3], 0);
@@ -211,6 +216,47 @@ TEST(ChooseAlgorithm, HierarchicalRingWinsAcrossNodesWhereItRuns) {
             0);
   AlgoFilter alias = parseOk("allreduce:hierring");
   EXPECT_TRUE(alias.allows(CollKind::kAllReduce, Algorithm::kHierarchicalRing));
+}
+
+// Torus2D: priced wherever a grid exists, chosen only when NCCL_ALGO names
+// it; a grid whose rows are the nodes sends a row's share across nodes.
+TEST(ChooseAlgorithm, Torus2DIsOptIn) {
+  const Shape oneNode{16, 1, 16, 0};
+  const LinkCosts costs;
+  const AlgoFilter all;
+  const Choice quiet =
+      chooseAlgorithm(CollKind::kAllReduce, 1 << 20, oneNode, costs, all, false, false, false, false, TorusShape{4, 4});
+  EXPECT_GE(quiet.estimateUs[6], 0) << describeEstimates(quiet);
+  EXPECT_EQ(quiet.algo, Algorithm::kRing) << describeEstimates(quiet);
+  EXPECT_STREQ(quiet.reason, "only Ring is possible");
+  // Same bytes as the ring, 12 hand-offs instead of 30.
+  EXPECT_NEAR(quiet.estimateUs[0] - quiet.estimateUs[6], 18 * costs.intraLatUs, 1e-6);
+  const Choice named = chooseAlgorithm(CollKind::kAllReduce, 1 << 20, oneNode, costs, parseOk("Ring,Torus2D"), false,
+                                       false, false, false, TorusShape{4, 4});
+  EXPECT_EQ(named.algo, Algorithm::kTorus2D) << describeEstimates(named);
+  EXPECT_NE(describeEstimates(named).find("Torus2D "), std::string::npos);
+  const Choice alias = chooseAlgorithm(CollKind::kAllReduce, 64, oneNode, costs, parseOk("allreduce:torus"), false,
+                                       false, false, false, TorusShape{2, 8});
+  EXPECT_EQ(alias.algo, Algorithm::kTorus2D);
+  // "^Tree" allows it but does not name it; no grid, no estimate; AllReduce only.
+  EXPECT_EQ(chooseAlgorithm(CollKind::kAllReduce, 64, oneNode, costs, parseOk("^Tree"), false, false, false, false,
+                            TorusShape{4, 4})
+                .algo,
+            Algorithm::kRing);
+  EXPECT_LT(chooseAlgorithm(CollKind::kAllReduce, 64, oneNode, costs, parseOk("Torus2D"), false).estimateUs[6], 0);
+  EXPECT_LT(chooseAlgorithm(CollKind::kAllGather, 64, oneNode, costs, parseOk("Torus2D"), false, false, false, false,
+                            TorusShape{4, 4})
+                .estimateUs[6],
+            0);
+  // 4 nodes of 4: rows as nodes price like the hierarchical ring; rows
+  // across nodes pay the slow links for the row's share too.
+  const Shape fourNodes{16, 4, 4, 0};
+  const Choice rowsAreNodes = chooseAlgorithm(CollKind::kAllReduce, 1 << 20, fourNodes, costs, all, false, false, false,
+                                              true, TorusShape{4, 4});
+  EXPECT_DOUBLE_EQ(rowsAreNodes.estimateUs[6], rowsAreNodes.estimateUs[5]);
+  const Choice across = chooseAlgorithm(CollKind::kAllReduce, 1 << 20, fourNodes, costs, all, false, false, false, true,
+                                        TorusShape{2, 8});
+  EXPECT_GT(across.estimateUs[6], across.estimateUs[5]);
 }
 
 }  // namespace

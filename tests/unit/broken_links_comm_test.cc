@@ -37,8 +37,8 @@ uint64_t stepsSent(const Comm& comm, int peer) {
   return steps;
 }
 
-// Every rank runs AllReduce (int sums, every size class) and AllGather under
-// `algos` and checks the values.
+// Every rank runs AllReduce (int sums, every size class), AllGather and
+// ReduceScatter under `algos` and checks the values.
 void runAndCheck(ncclComm_t comm, int rank, int nranks) {
   for (size_t count : {size_t{1}, size_t{1000}, size_t{70001}}) {
     std::vector<int32_t> in(count), out(count);
@@ -51,6 +51,13 @@ void runAndCheck(ncclComm_t comm, int rank, int nranks) {
     for (int r = 0; r < nranks; ++r)
       for (size_t i = 0; i < count; i += 97)
         ASSERT_EQ(all[static_cast<size_t>(r) * count + i], static_cast<int32_t>(i % 1000) * (r + 1));
+    // Segment s of every rank's input: (i % 1000 + s) * (rank + 1).
+    for (int s = 0; s < nranks; ++s)
+      for (size_t i = 0; i < count; ++i)
+        all[static_cast<size_t>(s) * count + i] = static_cast<int32_t>(i % 1000 + static_cast<size_t>(s)) * (rank + 1);
+    ASSERT_EQ(ncclReduceScatter(all.data(), out.data(), count, ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(out[i], static_cast<int32_t>(i % 1000 + static_cast<size_t>(rank)) * ranksSum) << i;
   }
 }
 
@@ -95,6 +102,9 @@ void expectNothingCrosses(int nranks, const std::string& links, const char* algo
     EXPECT_TRUE(first.channels[0].exchangeConnected);
     if (expectRelays >= 0) EXPECT_EQ(first.exchangePlan->relays.empty() ? 0 : 1, expectRelays);
   }
+  // The halving ReduceScatter ran: its scratch was made.
+  if (std::string(algos).find("reducescatter:HalvingDoubling") != std::string::npos)
+    EXPECT_FALSE(first.channels[0].exchangeScratch.empty());
   for (ncclComm_t comm : comms) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
@@ -114,6 +124,13 @@ TEST(BrokenLinkTraffic, UnavoidableLinksGoThroughARelay) {
   const std::string chords = "0-2,0-3,1-3,1-4,2-4";
   expectNothingCrosses(5, chords, "allreduce:Butterfly;allgather:HalvingDoubling", 1);
   expectNothingCrosses(5, chords, "allreduce:HalvingDoubling", 1);
+}
+
+// The halving ReduceScatter on the same plans: renumbered, and relayed.
+TEST(BrokenLinkTraffic, HalvingReduceScatterRoutesAround) {
+  expectNothingCrosses(8, "0-1", "allreduce:HalvingDoubling;reducescatter:HalvingDoubling");
+  expectNothingCrosses(6, "0-1,2-3", "allreduce:HalvingDoubling;reducescatter:HalvingDoubling");
+  expectNothingCrosses(5, "0-2,0-3,1-3,1-4,2-4", "allreduce:HalvingDoubling;reducescatter:HalvingDoubling", 1);
 }
 
 TEST(BrokenLinkTraffic, DefaultChoiceNeverUsesABrokenLink) { expectNothingCrosses(5, "1-3,0-4", ""); }
