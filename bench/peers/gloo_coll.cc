@@ -1,9 +1,10 @@
 // Gloo side of bench/compare: TCP on loopback, ranks from RANK/WORLD_SIZE,
 // rendezvous through a FileStore directory (GLOO_STORE). Timing, sizes and
-// checks as mpi_coll.c and weft-perf: rank 0's per-call time, median, no
-// barrier between calls, one checked call first.
+// checks as mpi_coll.c and weft-perf: each call timed alone, median of the
+// timed iterations on every rank, no barrier between calls, one checked call
+// first; bench/compare combines the ranks' medians.
 // Usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <iters> <warmup>
-// Prints one CSV line per size: gloo,coll,nranks,bytes,median_us,ok
+// Every rank prints one CSV line per size: gloo,coll,nranks,bytes,median_us,ok,rank
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
@@ -146,10 +147,9 @@ int main(int argc, char** argv) {
       if (it >= warmup) samples.push_back(us);
     }
     std::sort(samples.begin(), samples.end());
-    if (b.rank == 0)
-      std::printf("gloo,%s,%d,%zu,%.3f,%d\n", b.coll.c_str(), b.nranks,
-                  b.count * (gathered || scattered ? static_cast<size_t>(b.nranks) : 1) * sizeof(float),
-                  samples[samples.size() / 2], ok ? 1 : 0);
+    std::printf("gloo,%s,%d,%zu,%.3f,%d,%d\n", b.coll.c_str(), b.nranks,
+                b.count * (gathered || scattered ? static_cast<size_t>(b.nranks) : 1) * sizeof(float),
+                samples[samples.size() / 2], ok ? 1 : 0, b.rank);
     std::fflush(stdout);
   }
   return allOk ? 0 : 1;

@@ -1,15 +1,23 @@
-/* Open MPI side of bench/compare. Times one collective per size exactly as
- * weft-perf does: rank 0's time per call, no barrier between calls, median
- * of the timed iterations, after warm-up and one checked call. Sizes follow
- * nccl-tests: the buffer for allreduce and broadcast, the gathered total for
- * allgather, the scattered total for reducescatter.
+/* MPI side of bench/compare (built once with Open MPI's mpicc and once with
+ * MPICH's). Times one collective per size exactly as weft-perf does: each
+ * call timed alone, no barrier between calls, the median of the timed
+ * iterations on every rank, after warm-up and one checked call; bench/compare
+ * combines the ranks' medians (the slowest rank's by default, as
+ * weft-perf -a 3). Sizes follow nccl-tests: the buffer for allreduce and
+ * broadcast, the gathered total for allgather, the scattered total for
+ * reducescatter.
  * Usage: mpirun -np N mpi_coll <allreduce|allgather|reducescatter|broadcast>
  *        <size,size,...> <iters,iters,...> <warmup>
- * Prints one CSV line per size: openmpi,coll,nranks,bytes,median_us,ok */
+ * Prints one CSV line per size and rank, in rank order:
+ * PEER,coll,nranks,bytes,median_us,ok,rank (PEER: -DPEER="name", default mpi) */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifndef PEER
+#define PEER "mpi"
+#endif
 
 static int cmpDouble(const void* a, const void* b) {
   const double x = *(const double*)a, y = *(const double*)b;
@@ -101,8 +109,13 @@ int main(int argc, char** argv) {
       if (it >= warmup) samples[it - warmup] = t * 1e6;
     }
     qsort(samples, (size_t)n, sizeof(double), cmpDouble);
-    if (rank == 0) printf("openmpi,%s,%d,%zu,%.3f,%d\n", coll, nranks, count * (gathered || scattered ? (size_t)nranks : 1) * sizeof(float), samples[n / 2], all);
+    /* Every rank's median reaches rank 0, which prints them in rank order. */
+    double* medians = malloc(sizeof(double) * (size_t)nranks);
+    MPI_Gather(&samples[n / 2], 1, MPI_DOUBLE, medians, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    const size_t bytes = count * (gathered || scattered ? (size_t)nranks : 1) * sizeof(float);
+    for (int r = 0; rank == 0 && r < nranks; ++r) printf("%s,%s,%d,%zu,%.3f,%d,%d\n", PEER, coll, nranks, bytes, medians[r], all, r);
     fflush(stdout);
+    free(medians);
     free(samples);
     free(send);
     free(recv);

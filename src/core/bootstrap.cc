@@ -78,7 +78,12 @@ Status Bootstrap::noticeStatus() const {
 Status Bootstrap::checkAbort() const {
   if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed))
     return errorStatus(ncclInvalidUsage, "rank %d: bootstrap interrupted by ncclCommAbort", rank_);
-  if (mailbox_->noticed()) return noticeStatus();
+  // In init's final barrier a notice from a rank that passed it does not stop
+  // the barrier: every rank has entered it and sent its part, so it ends; the
+  // notice then fails the communicator's next call (watchFailureNotices).
+  // A rank that dies inside the barrier is still found by its closed ring
+  // connection.
+  if (mailbox_->noticed() && !(inFinalBarrier_ && mailbox_->firstNotice().afterInit)) return noticeStatus();
   return okStatus();
 }
 
@@ -275,6 +280,7 @@ void Bootstrap::notifyFailure(int origin, const std::string& why) {
   wire::FailureNotice notice{};
   notice.origin = origin;
   notice.reporter = rank_;
+  notice.afterInit = passedFinalBarrier_.load(std::memory_order_acquire) ? 1 : 0;
   std::snprintf(notice.why, sizeof(notice.why), "%s", why.c_str());
   WEFT_INFO(log::kBootstrap, "rank %d: telling %d peers that rank %d failed", rank_, nranks_ - 1, origin);
   const wire::PeerHeader header{secret_, rank_, wire::kNoticeTag, sizeof(notice)};
@@ -352,6 +358,14 @@ Status Bootstrap::allGather(void* data, size_t bytes) {
 Status Bootstrap::barrier() {
   std::vector<char> dummy(static_cast<size_t>(nranks_), 0);
   return allGather(dummy.data(), 1);
+}
+
+Status Bootstrap::finalBarrier() {
+  inFinalBarrier_ = true;
+  Status done = barrier();
+  inFinalBarrier_ = false;
+  if (done.ok()) passedFinalBarrier_.store(true, std::memory_order_release);
+  return done;
 }
 
 }  // namespace weft::core

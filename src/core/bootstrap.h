@@ -43,6 +43,11 @@ class Bootstrap {
   // data holds nranks slots of `bytes`; slot rank is ours, the rest is filled in.
   Status allGather(void* data, size_t bytes);
   Status barrier();
+  // Init's last step: a barrier after which the rank's init returns. Failure
+  // notices sent by a rank after it has passed it say so, and do not stop
+  // another rank's final barrier (that rank's init succeeds; its next call
+  // fails with the notice).
+  Status finalBarrier();
   Status send(int peer, int tag, const void* data, size_t bytes);
   // Waits for the message; fails early when the peer is found gone (its
   // listener refuses connections), on abort, or on a failure notice.
@@ -92,6 +97,8 @@ class Bootstrap {
   SocketAddress prev_;                // the ring predecessor's listener
   const std::atomic<uint32_t>* abortFlag_;
   std::atomic<int> suspect_{-1};
+  bool inFinalBarrier_ = false;                  // touched by the init thread only
+  std::atomic<bool> passedFinalBarrier_{false};  // read by notifyFailure on any thread
 };
 
 }  // namespace weft::core

@@ -124,7 +124,7 @@ void BootstrapMailbox::finish(Reading&& r) {
   wire::FailureNotice wireNotice{};
   std::memcpy(&wireNotice, r.data.data(), std::min(r.data.size(), sizeof(wireNotice)));
   wireNotice.why[sizeof(wireNotice.why) - 1] = '\0';
-  Notice notice{wireNotice.origin, r.header.from, wireNotice.why};
+  Notice notice{wireNotice.origin, r.header.from, wireNotice.why, wireNotice.afterInit != 0};
   if (!noticed_.load(std::memory_order_relaxed)) {
     first_ = notice;
     noticed_.store(true, std::memory_order_release);

@@ -31,6 +31,7 @@ class BootstrapMailbox {
     int origin = -1;
     int reporter = -1;
     std::string why;
+    bool afterInit = false;  // the reporter had passed init's final barrier
   };
   using NoticeHandler = std::function<void(const Notice&)>;
 

@@ -43,11 +43,14 @@ constexpr int32_t kNoticeTag = -3;  // a FailureNotice follows
 constexpr uint64_t kMaxMessageBytes = 1ull << 30;
 
 // Body of a kNoticeTag message: rank `origin` failed (or aborted); `reporter`
-// found out and tells everyone.
+// found out and tells everyone. `afterInit`: the reporter had passed init's
+// final barrier, so every rank has entered it and sent what it needs.
 struct FailureNotice {
   int32_t origin;
   int32_t reporter;
-  char why[504];
+  int32_t afterInit;
+  char why[500];
 };
+static_assert(sizeof(FailureNotice) == 512, "the notice's size is part of the bootstrap wire format");
 
 }  // namespace weft::core::wire

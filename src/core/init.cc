@@ -183,7 +183,7 @@ Status setupComm(Comm* comm) {
   comm->executor = std::make_unique<HostExecutor>(comm->rank);
   // Init is a barrier: no rank returns (and may then destroy, or exit)
   // before every rank has attached to what it set up for its peers.
-  WEFT_RETURN_IF_ERROR(comm->bootstrap->barrier());
+  WEFT_RETURN_IF_ERROR(comm->bootstrap->finalBarrier());
   comm->state.store(static_cast<int>(CommState::kReady));
   comm->asyncError.store(ncclSuccess);
   watchFailureNotices(comm);  // after the stores above, which it may overwrite

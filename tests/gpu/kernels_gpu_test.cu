@@ -72,7 +72,14 @@ TEST(GpuPrimitives, RingAllReduceAcrossBlocksOfOneKernel) {
   }
   auto endOf = [&](int link, int peer) {
     auto* control = reinterpret_cast<FifoControl*>(fifos[link]);
-    return FifoEnd{fifos[link] + 4096, &control->tail, &control->head, control->sizes, kStepBytes, 0, 0, peer, 0};
+    FifoEnd end{};  // by field: the struct grows (slot gap, LL region, direct mailbox)
+    end.slots = fifos[link] + 4096;
+    end.tail = &control->tail;
+    end.head = &control->head;
+    end.sizes = control->sizes;
+    end.stepBytes = kStepBytes;
+    end.peer = peer;
+    return end;
   };
   std::vector<FifoEnd> ends;  // per rank: [recv from prev, send to next]
   for (int r = 0; r < kRanks; ++r) {

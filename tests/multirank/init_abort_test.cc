@@ -49,6 +49,30 @@ TEST(InitBarrier, InitThenDestroyWithNoCallBetween) {
     });
 }
 
+// A rank that aborts as soon as its init returns: its failure notice can
+// reach peers still inside init's final barrier. Their init must succeed
+// (every rank had entered the barrier and sent its part), and their next call
+// fail naming the aborting rank. Twenty rounds, ranks as processes, whose
+// scheduling varies the moment the notice lands.
+TEST(InitBarrier, AbortRightAfterInitFailsOnlyTheNextCallOfTheOthers) {
+  for (int round = 0; round < 20; ++round)
+    runRanksRaw(RankMode::kProcesses, 3, [round](int rank, int nranks, const ncclUniqueId& id) {
+      ncclComm_t comm = nullptr;
+      ASSERT_EQ(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess)
+          << "round " << round << ": " << ncclGetLastError(nullptr);
+      if (rank == 1) {
+        EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+        return;
+      }
+      int v = 1;
+      const ncclResult_t rc = ncclAllReduce(&v, &v, 1, ncclInt32, ncclSum, comm, nullptr);
+      EXPECT_NE(rc, ncclSuccess) << "round " << round << ": a call with an aborted rank succeeded";
+      const std::string msg = ncclGetLastError(comm);
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << "round " << round << ": " << msg;
+      EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+    });
+}
+
 void abortDuringInit(int nranksExpected) {
   runRanksRaw(RankMode::kThreads, 1, [&](int, int, const ncclUniqueId& id) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
