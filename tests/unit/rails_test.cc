@@ -107,8 +107,8 @@ TEST(Rails, EachChannelUsesTheDeviceOfItsPlannedNic) {
 // Real servers with one NIC per GPU: eight channels on eight devices, each
 // entering and leaving by one (NCCL_CROSS_NIC=0, and the default 2).
 TEST(Rails, EightNicServersSpreadChannelsOverEveryDeviceOnTheirRails) {
-  for (const char* f : {"machines/h800x8_nvswitch_8nic.xml", "machines/azure_ndv5_topo.xml",
-                        "machines/azure_ndv4_topo.xml"}) {
+  for (const char* f :
+       {"machines/h800x8_nvswitch_8nic.xml", "machines/azure_ndv5_topo.xml", "machines/azure_ndv4_topo.xml"}) {
     SCOPED_TRACE(f);
     const Topology t = load(f);
     const std::vector<NicIdentity> devices = fakeDevicesByBus(t);
