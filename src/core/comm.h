@@ -23,6 +23,7 @@
 #include "core/task.h"
 #include "device/backend/host/host_coop.h"
 #include "device/work.h"
+#include "graph/rails.h"
 #include "nccl.h"
 #include "proxy/proxy.h"
 #include "transport/connection.h"

@@ -164,7 +164,8 @@ Result<std::shared_ptr<CommTopology>> hostTopology(Comm* comm, const std::vector
     std::vector<std::string> nics;
     for (const NetInterface& i : findInterfaces(param::socketIfname(), param::socketFamily())) nics.push_back(i.name);
     t->source = "synthetic";
-    t->model = graph::syntheticTopology(static_cast<int>(nodeRanks.size()), 8.0, 1.25, nics);
+    t->model = graph::syntheticTopology(static_cast<int>(nodeRanks.size()), graph::kSyntheticShmGbs,
+                                        graph::kSyntheticNicGbs, nics);
   } else {
     // The ranks of a host fuse what they read, so a file that differs
     // between processes gives one model (or one clear error), not plans

@@ -109,7 +109,8 @@ double cpuInterconnectBandwidth(const Node& cpu);
 // are its devices), each with a NET of that name; "net0" when none is given.
 // Hosts are identical; multi-host plans repeat one host's search (see
 // search.h).
-Topology syntheticTopology(int devices, double shmGbs = 8.0, double nicGbs = 1.25,
+constexpr double kSyntheticShmGbs = 8.0, kSyntheticNicGbs = 1.25;
+Topology syntheticTopology(int devices, double shmGbs = kSyntheticShmGbs, double nicGbs = kSyntheticNicGbs,
                            const std::vector<std::string>& nics = {});
 
 }  // namespace weft::graph
