@@ -67,6 +67,13 @@ run() {
   if [ $status != 0 ] || ! grep -q "Out of bounds values : 0 OK" "$work/out0"; then
     echo "FAILED: $name: the run failed"; cat "$work/out0" "$work/out1"; exit 1
   fi
+  # Every link on the device of the plan's NIC (the synthetic host's NICs
+  # are the selected interfaces), none spread by channel number.
+  for h in 0 1; do
+    if [ "$(grep -c "via NET/Socket/.* the plan's NIC" "$work/out$h")" -lt 8 ] || grep -q "spread by channel" "$work/out$h"; then
+      echo "FAILED: $name: host $h's links did not all use the plan's NIC"; cat "$work/out$h"; exit 1
+    fi
+  done
 }
 
 # Each host sent at least ~2 x bytes per iteration over the rails (ring:
