@@ -21,6 +21,22 @@ NicIdentity nicIdentity(const Topology& host, int net) {
   return out;
 }
 
+int nearestNet(const Topology& host, int gpu, int channel) {
+  if (gpu < 0) return -1;
+  std::vector<int> best;
+  for (int net : host.nodesOf(NodeType::kNet)) {
+    const Path& p = host.path(gpu, net);
+    if (p.type == PathType::kDis) continue;
+    if (!best.empty()) {
+      const Path& b = host.path(gpu, best.front());
+      if (p.type > b.type || (p.type == b.type && p.bw < b.bw)) continue;
+      if (p.type < b.type || p.bw > b.bw) best.clear();
+    }
+    best.push_back(net);
+  }
+  return best.empty() ? -1 : best[static_cast<size_t>(channel) % best.size()];
+}
+
 std::vector<NicIdentity> nicsOfDevices(const std::vector<NetDeviceName>& devices) {
   std::vector<NicIdentity> out;
   for (size_t i = 0; i < devices.size(); ++i) {

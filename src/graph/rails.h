@@ -44,6 +44,12 @@ struct RailMatch {
 };
 RailMatch matchNic(const NicIdentity& planned, const std::vector<NicIdentity>& devices);
 
+// For links the plan does not route (point-to-point, exchanges): the NETs
+// nearest GPU node `gpu` (best path class, then bandwidth), the
+// (channel mod count)-th of them, so channels spread over them; -1 when the
+// host has no NET or `gpu` is -1.
+int nearestNet(const Topology& host, int gpu, int channel);
+
 // "mlx5_0 port 1, PCI 0000:23:00.0", for logs.
 std::string describeNic(const NicIdentity& nic);
 

@@ -33,6 +33,7 @@ struct LinkSpec {
   // through on this side (dev -1: the plan names none; the network then
   // spreads links by channel). See docs/network.md, "Rails".
   graph::NicIdentity nic;
+  const char* nicReason = "the plan's NIC";  // why `nic`, for the log
   // Called now and then while a link waits on the peer (a connect or an
   // accept): an error (abort, the peer gone, a failure reported) ends the
   // wait with it.

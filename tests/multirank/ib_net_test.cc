@@ -147,6 +147,7 @@ RailLog parseRails(const std::string& log, int perNode) {
 
 TEST(OverIbRails, EachChannelUsesItsPlannedNicOnBothNodes) {
   inFreshProcess(240, [] {
+    ScopedEnv algo("NCCL_ALGO", "Ring,Tree");  // only planned links (a hierarchical ring's are the GPU's nearest)
     ScopedEnv emulate("WEFT_IB_EMULATE", "4");
     ScopedEnv net("NCCL_NET", "IB");
     ScopedEnv topo("NCCL_TOPO_FILE", (kFixtures + "/multinic_emu.xml").c_str());

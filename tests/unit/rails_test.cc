@@ -172,6 +172,25 @@ TEST(Rails, FallsBackToSpreadingByChannel) {
   EXPECT_EQ(transport::chooseNetDevice(linkFor(5, planned), {}, "Fake").dev, 0) << "no devices: no crash";
 }
 
+// Links the plan does not route use the NICs nearest the rank's GPU,
+// spread by channel.
+TEST(Rails, UnplannedLinksUseTheNicsNearestTheGpu) {
+  const Topology t = load("multinic.xml");
+  const std::vector<int> gpus = t.nodesOf(NodeType::kGpu);
+  auto nameOf = [&](int gpu, int channel) { return nicIdentity(t, nearestNet(t, gpu, channel)).name; };
+  EXPECT_EQ(nameOf(gpus[0], 0), "mlx5_0");
+  EXPECT_EQ(nameOf(gpus[0], 1), "mlx5_1");
+  EXPECT_EQ(nameOf(gpus[0], 2), "mlx5_0");
+  EXPECT_EQ(nameOf(gpus[3], 0), "mlx5_2");
+  EXPECT_EQ(nameOf(gpus[3], 1), "mlx5_3");
+  EXPECT_EQ(nearestNet(t, -1, 0), -1);
+  Topology bare;
+  Node gpu = makeNode(NodeType::kGpu, "0000:01:00.0");
+  const int g = bare.addNode(gpu);
+  bare.computePaths();
+  EXPECT_EQ(nearestNet(bare, g, 3), -1) << "no NET at all";
+}
+
 // The host backend's machine: one NIC per interface the socket network
 // uses, so the plan's NICs are its devices by name.
 TEST(Rails, SyntheticHostHasOneNicPerInterface) {

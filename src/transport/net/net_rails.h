@@ -17,7 +17,7 @@ struct LinkSpec;
 
 struct RailChoice {
   int dev = 0;
-  bool planned = false;  // the plan's NIC; false: spread by channel
+  bool planned = false;  // the NIC core named (LinkSpec::nic); false: spread by channel
   std::string name;      // the device's name, for logs
 };
 

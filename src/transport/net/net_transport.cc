@@ -86,7 +86,7 @@ Result<std::shared_ptr<NetLink>> makeLink(const LinkSpec& spec, bool isSend, Con
   // NCCL's form, with the device's name and where its choice came from.
   WEFT_INFO(log::kInit | log::kNet, "Channel %02d/0 : %d -> %d [%s] via NET/%s/%d(%s) %s", spec.channel,
             isSend ? spec.rank : spec.peer, isSend ? spec.peer : spec.rank, isSend ? "send" : "receive",
-            net->api->name(), rail.dev, rail.name.c_str(), rail.planned ? "the plan's NIC" : "spread by channel");
+            net->api->name(), rail.dev, rail.name.c_str(), rail.planned ? spec.nicReason : "spread by channel");
   WEFT_ASSIGN_OR_RETURN(NetFifoMemory memory, allocateNetFifo(spec));
   attachNetFifo(memory, spec.stepBytes, spec.peer, &link->fifo, &conn->end);
   link->memory = std::move(memory.owner);
