@@ -51,7 +51,7 @@ run() {
     local ifenv=()
     [ -n "$only" ] && ifenv=(NCCL_SOCKET_IFNAME="=${tag}${only}$h")
     ip netns exec "${tag}h$h" env RANK=$h WORLD_SIZE=2 NCCL_HOSTID="${tag}h$h" "${ifenv[@]}" \
-      NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4 NCCL_ALGO=$algo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET,GRAPH \
+      NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=4 NCCL_ALGO="$algo" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET,GRAPH \
       WEFT_TIMEOUT=60 WEFT_BOOTSTRAP_TIMEOUT=60 \
       "$perf" allreduce -b $bytes -e $bytes -n 4 -w 1 -c 1 --id-file "$work/id" >"$work/out$h" 2>&1 &
     pids+=($!)
