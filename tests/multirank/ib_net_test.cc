@@ -160,9 +160,17 @@ TEST(OverIbRails, EachChannelUsesItsPlannedNicOnBothNodes) {
     const RailLog rails = parseRails(log, 4);
     EXPECT_GT(rails.planned, 0) << log;
     EXPECT_EQ(rails.spread, 0) << log;
+    // The plan's entry NIC per channel (the GRAPH line; the same on every
+    // rank, the nodes being alike): emu<k> is the IB network's device k.
+    std::map<int, int> planned;
+    const std::regex graphLine(R"(Channel (\d+) : enters the node by NET \d+ \(emu(\d+))");
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), graphLine); it != std::sregex_iterator(); ++it)
+      planned[std::stoi((*it)[1])] = std::stoi((*it)[2]);
+    ASSERT_EQ(planned.size(), 4u) << log;
     std::set<int> used;
     for (const auto& [where, devices] : rails.devicesOf) {
-      EXPECT_EQ(devices.size(), 1u) << "node " << where.first << " channel " << where.second << " uses one rail";
+      EXPECT_EQ(devices, std::set<int>{planned[where.second]})
+          << "node " << where.first << " channel " << where.second << ": one device, its planned NIC's";
       used.insert(devices.begin(), devices.end());
     }
     EXPECT_EQ(rails.devicesOf.size(), 8u) << "two nodes x four channels: " << log;
