@@ -18,6 +18,7 @@
 #include "graph/channel_budget.h"
 #include "graph/graph_file.h"
 #include "graph/plan.h"
+#include "graph/rails.h"
 #include "graph/rings.h"
 
 namespace weft::core {
@@ -147,6 +148,18 @@ void dumpGraphs(const Comm& comm, const graph::Topology& model, const graph::Rin
   if (!s.ok()) WEFT_WARN("NCCL_GRAPH_DUMP_FILE: %s", s.message().c_str());
 }
 
+// Each channel's NICs on this node, for the network links (connect.cc).
+void setRails(Comm* comm, const graph::Topology& model, const graph::RingSearch& search) {
+  for (size_t c = 0; c < comm->channels.size() && c < search.netIn.size(); ++c) {
+    Channel& channel = comm->channels[c];
+    channel.nicIn = graph::nicIdentity(model, search.netIn[c]);
+    channel.nicOut = graph::nicIdentity(model, search.netOut[c]);
+    WEFT_INFO(log::kGraph, "Channel %02zu : enters the node by NET %d (%s), leaves by NET %d (%s)", c,
+              channel.nicIn.dev, graph::describeNic(channel.nicIn).c_str(), channel.nicOut.dev,
+              graph::describeNic(channel.nicOut).c_str());
+  }
+}
+
 // GPUs: as many channels as the node's links need (channel_budget.h), the
 // fewest any node asks for, within NCCL_MIN/MAX_NCHANNELS (folded into
 // minChannels and the channel count already). The host backend's channels
@@ -196,6 +209,7 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
     setRing(comm, comm->channels[c], plan.rings[c]);
     setTree(comm, comm->channels[c], plan.trees[c]);
   }
+  if (nodes.size() > 1) setRails(comm, model, search);
   logPlan(*comm, plan);
   WEFT_INFO(log::kInit, "%d nodes x %d ranks, %zu channels, topology %s, %s%s rings at %.1f GB/s (worst path %s)",
             comm->nnodes, comm->ranksPerNode, nch, comm->topology->source.c_str(), search.imposed ? "imposed " : "",

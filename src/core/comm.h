@@ -23,6 +23,7 @@
 #include "core/task.h"
 #include "device/backend/host/host_coop.h"
 #include "device/work.h"
+#include "graph/rails.h"
 #include "nccl.h"
 #include "proxy/proxy.h"
 #include "transport/connection.h"
@@ -54,6 +55,10 @@ struct Channel {
   device::RingView ring{};
   // depth 0: this channel has no tree (trees come with the graph search).
   device::TreeView tree{-1, {-1, -1, -1}, 0, 0};
+  // The NICs the plan routes this channel through on this node: the one its
+  // ring enters by (also the tree's, whose chain head is next to it) and the
+  // one it leaves by (graph/search.h). dev -1: the plan names none.
+  graph::NicIdentity nicIn, nicOut;
   // Per peer, created on first use (ring neighbours at init, others at the
   // first send/recv that needs them).
   std::vector<std::unique_ptr<transport::Connection>> send;

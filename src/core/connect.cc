@@ -29,6 +29,34 @@ std::unique_ptr<transport::Connection>& slot(const ConnectNeed& need) {
   return need.isSend ? channel.send[static_cast<size_t>(need.peer)] : channel.recv[static_cast<size_t>(need.peer)];
 }
 
+// The NIC a network link leaves or enters this node by: as the plan has it,
+// the ring's entry (receiving from the previous node) and exit (sending to
+// the next), and for a tree's links to other nodes the entry NIC, the one
+// next to the chain head. Other links (point-to-point, exchanges, the
+// hierarchical ring), and links of a plan without NICs, take the NICs
+// nearest the rank's GPU, spread by channel.
+void setNic(const ConnectNeed& need, transport::LinkSpec* link) {
+  const Comm& comm = *need.comm;
+  if (comm.nodeOf.empty() || comm.nodeOf[static_cast<size_t>(comm.rank)] == comm.nodeOf[static_cast<size_t>(need.peer)])
+    return;
+  const Channel& channel = comm.channels[static_cast<size_t>(need.channel)];
+  const device::TreeView& t = channel.tree;
+  bool treeLink = t.depth > 0 && t.up == need.peer;
+  for (int i = 0; i < t.nDown; ++i) treeLink |= t.down[i] == need.peer;
+  if (!need.isSend && need.peer == channel.ring.prev)
+    link->nic = channel.nicIn;
+  else if (need.isSend && need.peer == channel.ring.next)
+    link->nic = channel.nicOut;
+  else if (treeLink)
+    link->nic = channel.nicIn;
+  if (link->nic.dev < 0 && comm.topology) {  // not a planned link, or a plan without NICs (flat rings)
+    const CommTopology& topo = *comm.topology;
+    const int gpu = topo.gpuOfRank[static_cast<size_t>(comm.rank)];
+    link->nic = graph::nicIdentity(topo.model, graph::nearestNet(topo.model, gpu, need.channel));
+    link->nicReason = "the NIC nearest the GPU";
+  }
+}
+
 transport::LinkSpec linkOf(const ConnectNeed& need) {
   const Comm& comm = *need.comm;
   transport::LinkSpec link;
@@ -41,6 +69,7 @@ transport::LinkSpec linkOf(const ConnectNeed& need) {
   link.peerInProcess = peer.processHash == comm.peers[static_cast<size_t>(comm.rank)].processHash;
   link.peerName = strFormat("rank %d (pid %d on host %s)", need.peer, peer.pid, peer.hostname);
   link.keepWaiting = comm.bootstrap->waitCheck(need.peer);
+  setNic(need, &link);
   return link;
 }
 

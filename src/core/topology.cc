@@ -159,8 +159,13 @@ Result<std::shared_ptr<CommTopology>> hostTopology(Comm* comm, const std::vector
   auto t = std::make_shared<CommTopology>();
   const std::string file = param::topoFile();
   if (file.empty()) {
+    // One NIC per interface the socket network would use, so that its
+    // devices are the plan's NICs (docs/network.md, "Rails").
+    std::vector<std::string> nics;
+    for (const NetInterface& i : findInterfaces(param::socketIfname(), param::socketFamily())) nics.push_back(i.name);
     t->source = "synthetic";
-    t->model = graph::syntheticTopology(static_cast<int>(nodeRanks.size()));
+    t->model = graph::syntheticTopology(static_cast<int>(nodeRanks.size()), graph::kSyntheticShmGbs,
+                                        graph::kSyntheticNicGbs, nics);
   } else {
     // The ranks of a host fuse what they read, so a file that differs
     // between processes gives one model (or one clear error), not plans

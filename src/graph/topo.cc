@@ -164,7 +164,7 @@ double cpuInterconnectBandwidth(const Node& cpu) {
   return cpuInterconnectBandwidth(cpu.arch, cpu.vendor, cpu.family, cpu.model);
 }
 
-Topology syntheticTopology(int devices, double shmGbs, double nicGbs) {
+Topology syntheticTopology(int devices, double shmGbs, double nicGbs, const std::vector<std::string>& nics) {
   Topology t;
   Node cpu = makeNode(NodeType::kCpu, "0");
   cpu.dev = 0;
@@ -176,15 +176,18 @@ Topology syntheticTopology(int devices, double shmGbs, double nicGbs) {
     dev.parent = c;
     t.connect(t.addNode(dev), c, LinkType::kPci, shmGbs);
   }
-  Node nic = makeNode(NodeType::kNic, "nic0");
-  nic.parent = c;
-  const int n = t.addNode(nic);
-  t.connect(n, c, LinkType::kPci, nicGbs);
-  Node net = makeNode(NodeType::kNet, "net0");
-  net.dev = 0;
-  net.speedGbs = nicGbs;
-  net.parent = n;
-  t.connect(t.addNode(net), n, LinkType::kPci, nicGbs);
+  const std::vector<std::string> names = nics.empty() ? std::vector<std::string>{"net0"} : nics;
+  for (size_t i = 0; i < names.size(); ++i) {
+    Node nic = makeNode(NodeType::kNic, "nic" + std::to_string(i));
+    nic.parent = c;
+    const int n = t.addNode(nic);
+    t.connect(n, c, LinkType::kPci, nicGbs);
+    Node net = makeNode(NodeType::kNet, names[i]);
+    net.dev = static_cast<int>(i);
+    net.speedGbs = nicGbs;
+    net.parent = n;
+    t.connect(t.addNode(net), n, LinkType::kPci, nicGbs);
+  }
   t.computePaths();
   return t;
 }

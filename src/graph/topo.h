@@ -102,10 +102,15 @@ class Topology {
 // Across the sockets of `cpu` (see link_bw.h).
 double cpuInterconnectBandwidth(const Node& cpu);
 
-// The host backend's machine, one host of it: one CPU, one NIC and
-// `devices` devices (one per local rank, typed as GPUs so the same search
-// runs) that reach each other through shared memory at `shmGbs`. Hosts are
-// identical; multi-host plans repeat one host's search (see search.h).
-Topology syntheticTopology(int devices, double shmGbs = 8.0, double nicGbs = 1.25);
+// The host backend's machine, one host of it: one CPU, NICs and `devices`
+// devices (one per local rank, typed as GPUs so the same search runs) that
+// reach each other through shared memory at `shmGbs`. One NIC per name in
+// `nics` (the interfaces the socket network uses, so that the plan's NICs
+// are its devices), each with a NET of that name; "net0" when none is given.
+// Hosts are identical; multi-host plans repeat one host's search (see
+// search.h).
+constexpr double kSyntheticShmGbs = 8.0, kSyntheticNicGbs = 1.25;
+Topology syntheticTopology(int devices, double shmGbs = kSyntheticShmGbs, double nicGbs = kSyntheticNicGbs,
+                           const std::vector<std::string>& nics = {});
 
 }  // namespace weft::graph

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "graph/rails.h"
 #include "transport/connection.h"
 
 namespace weft::transport {
@@ -28,6 +29,11 @@ struct LinkSpec {
   int cudaDev = -1;            // this side's device (cuda backend only)
   bool peerInProcess = false;  // the peer rank lives in this process
   std::string peerName;        // "rank 3 (pid 12 on host h2)", for messages
+  // Network links: the NIC the plan routes this direction of the channel
+  // through on this side (dev -1: the plan names none; the network then
+  // spreads links by channel). See docs/network.md, "Rails".
+  graph::NicIdentity nic;
+  const char* nicReason = "the plan's NIC";  // why `nic`, for the log
   // Called now and then while a link waits on the peer (a connect or an
   // accept): an error (abort, the peer gone, a failure reported) ends the
   // wait with it.

@@ -10,6 +10,9 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,6 +117,89 @@ TEST(OverIbChoice, NcclNetIbWithIbDisabledIsInvalidUsage) {
       EXPECT_NE(why.find("NCCL_IB_DISABLE"), std::string::npos) << why;
       if (comm != nullptr) ncclCommAbort(comm);
     });
+  });
+}
+
+// Rails: multinic_emu.xml is multinic.xml (four GPUs, four NICs) with its
+// NICs named after the emulation's devices, so the plan's NIC of every
+// channel is a device of the IB network by name. Two nodes of four ranks,
+// four channels: each channel's links on a node use one device (the rail it
+// enters and leaves by), and the four channels use four devices.
+const std::string kFixtures = WEFT_FIXTURES_DIR;
+
+struct RailLog {
+  std::map<std::pair<int, int>, std::set<int>> devicesOf;  // (node, channel) -> devices its links use
+  int planned = 0, spread = 0;
+};
+
+RailLog parseRails(const std::string& log, int perNode) {
+  RailLog out;
+  const std::regex line(
+      R"(Channel (\d+)/0 : (\d+) -> (\d+) \[(send|receive)\] via NET/IB/(\d+)\(emu\d+\) (the plan's NIC|spread by channel))");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it) {
+    const std::smatch& m = *it;
+    const int local = m[4] == "send" ? std::stoi(m[2]) : std::stoi(m[3]);
+    out.devicesOf[{local / perNode, std::stoi(m[1])}].insert(std::stoi(m[5]));
+    (m[6] == "the plan's NIC" ? out.planned : out.spread) += 1;
+  }
+  return out;
+}
+
+TEST(OverIbRails, EachChannelUsesItsPlannedNicOnBothNodes) {
+  inFreshProcess(240, [] {
+    ScopedEnv algo("NCCL_ALGO", "Ring,Tree");  // only planned links (a hierarchical ring's are the GPU's nearest)
+    ScopedEnv emulate("WEFT_IB_EMULATE", "4");
+    ScopedEnv net("NCCL_NET", "IB");
+    ScopedEnv topo("NCCL_TOPO_FILE", (kFixtures + "/multinic_emu.xml").c_str());
+    ScopedEnv nodes("WEFT_RANKS_PER_NODE", "4");
+    ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
+    ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
+    const std::string log = runLogged(8, "NET,GRAPH", [](RankContext& ctx) {
+      runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 300001, 0, false});
+    });
+    const RailLog rails = parseRails(log, 4);
+    EXPECT_GT(rails.planned, 0) << log;
+    EXPECT_EQ(rails.spread, 0) << log;
+    // The plan's entry NIC per channel (the GRAPH line; the same on every
+    // rank, the nodes being alike): emu<k> is the IB network's device k.
+    std::map<int, int> planned;
+    const std::regex graphLine(R"(Channel (\d+) : enters the node by NET \d+ \(emu(\d+))");
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), graphLine); it != std::sregex_iterator(); ++it)
+      planned[std::stoi((*it)[1])] = std::stoi((*it)[2]);
+    ASSERT_EQ(planned.size(), 4u) << log;
+    std::set<int> used;
+    for (const auto& [where, devices] : rails.devicesOf) {
+      EXPECT_EQ(devices, std::set<int>{planned[where.second]})
+          << "node " << where.first << " channel " << where.second << ": one device, its planned NIC's";
+      used.insert(devices.begin(), devices.end());
+    }
+    EXPECT_EQ(rails.devicesOf.size(), 8u) << "two nodes x four channels: " << log;
+    EXPECT_EQ(used.size(), 4u) << "four channels over four NICs";
+  });
+}
+
+// NCCL_IB_HCA leaves two of the four NICs: the plan's other two match no
+// device, which is said once each, and their channels spread over the two.
+TEST(OverIbRails, NicsLeftOutByIbHcaFallBackToSpreading) {
+  inFreshProcess(240, [] {
+    ScopedEnv emulate("WEFT_IB_EMULATE", "4");
+    ScopedEnv net("NCCL_NET", "IB");
+    ScopedEnv hca("NCCL_IB_HCA", "=emu0,emu1");
+    ScopedEnv topo("NCCL_TOPO_FILE", (kFixtures + "/multinic_emu.xml").c_str());
+    ScopedEnv nodes("WEFT_RANKS_PER_NODE", "4");
+    ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
+    ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
+    const std::string log = runLogged(8, "NET,GRAPH", [](RankContext& ctx) {
+      runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 300001, 0, false});
+    });
+    const RailLog rails = parseRails(log, 4);
+    EXPECT_GT(rails.planned, 0) << log;
+    EXPECT_GT(rails.spread, 0) << log;
+    for (const auto& [where, devices] : rails.devicesOf)
+      for (int d : devices) EXPECT_LT(d, 2) << "only emu0 and emu1 are devices";
+    const std::string unmatched = "the plan's NIC emu2 port 1, PCI 0000:63:00.0 matches none of the network's devices";
+    EXPECT_NE(log.find(unmatched), std::string::npos) << log;
+    EXPECT_EQ(log.find(unmatched), log.rfind(unmatched)) << "said once";
   });
 }
 

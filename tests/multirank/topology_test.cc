@@ -88,6 +88,20 @@ TEST(TopoFile, HostBackendUsesTheFileAndDumpsIt) {
   EXPECT_NE(written.find("rank=\"3\""), std::string::npos) << "the model carries its ranks: " << written;
 }
 
+// The file's NICs (mlx5_*) are not the socket network's interfaces: every
+// network link spreads by channel, and the first unmatched NIC says so.
+TEST(TopoFile, NicsTheNetworkLacksFallBackToSpreadingByChannel) {
+  ScopedEnv file("NCCL_TOPO_FILE", (kFixtures + "/multinic.xml").c_str());
+  ScopedEnv net("NCCL_NET", "Socket");
+  ScopedEnv perNode("WEFT_RANKS_PER_NODE", "4");
+  ScopedEnv channels("NCCL_MAX_NCHANNELS", "2");
+  const std::string log = runLogged(8, "NET,GRAPH", allreduce);
+  EXPECT_NE(log.find("matches none of the network's devices"), std::string::npos) << log;
+  EXPECT_NE(log.find("[send] via NET/Socket/"), std::string::npos) << log;
+  EXPECT_EQ(log.find("the plan's NIC\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("enters the node by NET"), std::string::npos) << log;
+}
+
 TEST(TopoFile, GpuCountMustMatchTheNode) {
   ScopedEnv file("NCCL_TOPO_FILE", (kFixtures + "/gpu3_pcie.xml").c_str());
   expectInitFails("has 3 GPUs", "2 ranks");

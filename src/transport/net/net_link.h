@@ -73,6 +73,7 @@ struct NetLink {
   int peer = 0;
   std::string peerName;  // "rank 3 (host h2)", for messages
   const Network* net = nullptr;
+  int dev = 0;                            // the network device (net_rails.h)
   void* listenComm = nullptr;             // receive side, until accepted
   char peerHandle[kNetHandleBytes] = {};  // send side: the receiver's listen handle
   void* comm = nullptr;                   // send or receive comm

@@ -16,6 +16,7 @@
 #include "common/params.h"
 #include "device/backend/cuda/runtime.h"
 #include "transport/net/net_link.h"
+#include "transport/net/net_rails.h"
 #include "transport/net/net_wire.h"
 #include "transport/transport.h"
 
@@ -80,6 +81,12 @@ Result<std::shared_ptr<NetLink>> makeLink(const LinkSpec& spec, bool isSend, Con
   link->peer = spec.peer;
   link->peerName = spec.peerName;
   link->net = net;
+  const RailChoice rail = chooseNetDevice(spec, netDeviceIdentities(*net), net->api->name());
+  link->dev = rail.dev;
+  // NCCL's form, with the device's name and where its choice came from.
+  WEFT_INFO(log::kInit | log::kNet, "Channel %02d/0 : %d -> %d [%s] via NET/%s/%d(%s) %s", spec.channel,
+            isSend ? spec.rank : spec.peer, isSend ? spec.peer : spec.rank, isSend ? "send" : "receive",
+            net->api->name(), rail.dev, rail.name.c_str(), rail.planned ? spec.nicReason : "spread by channel");
   WEFT_ASSIGN_OR_RETURN(NetFifoMemory memory, allocateNetFifo(spec));
   attachNetFifo(memory, spec.stepBytes, spec.peer, &link->fifo, &conn->end);
   link->memory = std::move(memory.owner);
@@ -100,9 +107,6 @@ void adopt(std::shared_ptr<NetLink> link, const Transport* transport, Connection
   conn->transport = transport;
 }
 
-// The network device a channel uses: channels spread over the devices.
-int deviceFor(const LinkSpec& spec, const Network& net) { return spec.channel % net.devices; }
-
 class NetTransport final : public Transport {
  public:
   const char* name() const override { return "NET"; }
@@ -111,7 +115,7 @@ class NetTransport final : public Transport {
   Status setupRecv(const LinkSpec& spec, Connection* conn, ConnectBlob* blob) const override {
     WEFT_ASSIGN_OR_RETURN(std::shared_ptr<NetLink> link, makeLink(spec, false, conn));
     static_assert(kNetHandleBytes <= sizeof(blob->data), "network handle does not fit the connect blob");
-    ncclResult_t rc = link->net->api->listen(deviceFor(spec, *link->net), blob->data, &link->listenComm);
+    ncclResult_t rc = link->net->api->listen(link->dev, blob->data, &link->listenComm);
     if (rc != ncclSuccess) return netError(*link, "listening for a connection", rc);
     blob->transportId = static_cast<uint32_t>(id());
     blob->bytes = kNetHandleBytes;
@@ -131,11 +135,11 @@ class NetTransport final : public Transport {
 
   // One connect (sender) or accept (receiver) call; a null comm means the
   // handshake is still under way.
-  Status progressSetup(const LinkSpec& spec, Connection* conn, bool* done) const override {
+  Status progressSetup(const LinkSpec& /*spec*/, Connection* conn, bool* done) const override {
     NetLink* link = conn->netLink;
     *done = link->comm != nullptr;
     if (*done) return okStatus();
-    ncclResult_t rc = link->isSend ? link->net->api->connect(deviceFor(spec, *link->net), link->peerHandle, &link->comm)
+    ncclResult_t rc = link->isSend ? link->net->api->connect(link->dev, link->peerHandle, &link->comm)
                                    : link->net->api->accept(link->listenComm, &link->comm);
     if (rc != ncclSuccess) return netError(*link, link->isSend ? "connecting" : "accepting a connection", rc);
     if (link->comm == nullptr) return okStatus();
