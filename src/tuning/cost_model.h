@@ -18,20 +18,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tuning/kinds.h"
+
 namespace weft::tuning {
 
-// Every AllReduce the model prices. kRing, kTree and kOneShot are what Weft
-// runs today; the others are the textbook schedules.
-enum class ModelAlgo : int {
-  kRing = 0,          // ring reduce-scatter + allgather, 2(N-1) steps of S/N
-  kTree,              // double binary tree: two trees, each half the data, pipelined by chunk
-  kOneShot,           // every rank sends S to every other rank of its node, one step
-  kButterfly,         // recursive doubling: log2 N exchanges of S with rank ^ 2^i
-  kHalvingDoubling,   // Rabenseifner: reduce-scatter by halving, allgather by doubling
-  kHierarchicalRing,  // reduce-scatter in the node, ring allreduce across nodes per local index, allgather
-  kTorus2D,           // rows x columns: row reduce-scatter, column ring allreduce, row allgather
-  kCount
-};
+// Every algorithm the model prices: the planner's own (kinds.h). Ring, Tree
+// and OneShot are priced as Weft runs them, the others as their textbook
+// schedules (which Weft's run).
+using ModelAlgo = Algorithm;
 
 const char* modelAlgoName(ModelAlgo algo);  // "Ring", "Tree", "OneShot", "Butterfly", "HalvingDoubling", ...
 
@@ -70,6 +64,16 @@ using EveryEstimate = std::array<AlgoEstimate, static_cast<std::size_t>(ModelAlg
 
 // The model's estimate of one AllReduce of `bytes` per rank.
 AlgoEstimate estimateAllReduce(ModelAlgo algo, int64_t bytes, const CommShape& shape, const LinkFigures& links);
+
+// The model's estimate of one call of `coll` by `algo`: `bytes` is the
+// buffer of AllReduce, Broadcast and Reduce and all ranks' bytes of
+// AllGather and ReduceScatter (as the planner counts them). AllReduce is
+// estimateAllReduce; the others run Ring, OneShot (AllGather, ReduceScatter,
+// Broadcast on one node) and HalvingDoubling (AllGather, ReduceScatter).
+// The planner (algo.h, chooseAlgorithm) prices every candidate with this
+// function and nothing else.
+AlgoEstimate estimateCollective(CollKind coll, Algorithm algo, int64_t bytes, const CommShape& shape,
+                                const LinkFigures& links);
 
 // Every algorithm's estimate, indexed by ModelAlgo; entries with applies ==
 // false cannot run on this shape (e.g. OneShot across nodes, Torus2D with a
