@@ -150,7 +150,7 @@ struct Comm {
   // rank 0's on every rank) and how ranks of a node reach each other.
   tuning::TuningFigures figures;
   tuning::LinkType intraLink = tuning::LinkType::kShm;
-  bool directAllowed = true;                    // WEFT_DIRECT
+  bool directAllowed = true;  // WEFT_DIRECT
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).
   std::vector<int> nodeOf;

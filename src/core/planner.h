@@ -28,9 +28,9 @@ struct PlanInputs {
   int chunkSteps;
   tuning::Shape shape{1, 1, 1, 0};  // nodes, ranks per node, tree depth
   const tuning::AlgoFilter* algoFilter = nullptr;
-  bool treesAvailable = false;     // the backend runs trees and the channels have them
-  bool oneShotAvailable = false;   // the backend runs one-shot AllReduce
-  bool oversubscribed = false;     // ranks outnumber cores: every hand-off waits for a core
+  bool treesAvailable = false;    // the backend runs trees and the channels have them
+  bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
+  bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
   // The cost model's figures (WEFT_TUNING_FILE or the backend's defaults;
   // null: the host backend's defaults) and how ranks of a node reach each
   // other.

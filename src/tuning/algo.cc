@@ -137,7 +137,8 @@ uint32_t possibleAlgorithms(CollKind coll, int64_t bytes, const Shape& shape, bo
     if (allReduce || coll == CollKind::kAllGather || coll == CollKind::kReduceScatter)
       mask |= bit(Algorithm::kHalvingDoubling);
   }
-  if (hierAvailable && allReduce && shape.nnodes > 1 && shape.ranksPerNode > 1) mask |= bit(Algorithm::kHierarchicalRing);
+  if (hierAvailable && allReduce && shape.nnodes > 1 && shape.ranksPerNode > 1)
+    mask |= bit(Algorithm::kHierarchicalRing);
   if (allReduce && torus.rows > 0) mask |= bit(Algorithm::kTorus2D);
   return mask;
 }
@@ -171,8 +172,8 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
                        bool hierAvailable, TorusShape torus, const LinkFigures* llLinks) {
   Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, -1, -1}, "only Ring is possible"};
   double* est = choice.estimateUs;
-  const uint32_t possible = possibleAlgorithms(coll, bytes, shape, treesAvailable, oneShotAvailable, exchangeAvailable,
-                                               hierAvailable, torus);
+  const uint32_t possible =
+      possibleAlgorithms(coll, bytes, shape, treesAvailable, oneShotAvailable, exchangeAvailable, hierAvailable, torus);
   const CommShape model{shape.nranks, shape.nnodes, shape.ranksPerNode, torus.rows, torus.cols};
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
     if (!((possible >> a) & 1u)) continue;
@@ -201,16 +202,18 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
   }
   // The ring, the default, stays unless another algorithm is clearly
   // cheaper; Torus2D, named in NCCL_ALGO, is taken at its estimate.
-  const bool ringKept = best != 0 && best != static_cast<int>(Algorithm::kTorus2D) && est[0] >= 0 && filter.allows(coll, Algorithm::kRing) &&
+  const bool ringKept = best != 0 && best != static_cast<int>(Algorithm::kTorus2D) && est[0] >= 0 &&
+                        filter.allows(coll, Algorithm::kRing) &&
                         choice.cheapestUs(best) > (1 - kRingPreference) * choice.cheapestUs(0);
   if (ringKept) best = 0;
   choice.algo = static_cast<Algorithm>(best);
   int candidates = 0;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a)
-    candidates += est[a] >= 0 && (a != static_cast<int>(Algorithm::kTorus2D) || filter.names(coll, Algorithm::kTorus2D));
+    candidates +=
+        est[a] >= 0 && (a != static_cast<int>(Algorithm::kTorus2D) || filter.names(coll, Algorithm::kTorus2D));
   choice.reason = candidates == 1 ? (best == 0 ? "only Ring is possible" : "only one algorithm is possible")
-                  : filtered    ? "the cheapest estimate NCCL_ALGO allows"
-                                : "the cheapest estimate";
+                  : filtered      ? "the cheapest estimate NCCL_ALGO allows"
+                                  : "the cheapest estimate";
   if (filtered && !filter.allows(coll, Algorithm::kRing)) choice.reason = "NCCL_ALGO excludes Ring";
   if (ringKept) choice.reason = "Ring: the cheapest estimate is within 5 % of the ring's";
   return choice;

@@ -12,10 +12,20 @@
 namespace weft::tuning {
 
 const char* const kFigureKeys[kFigureCount] = {
-    "threads.simple.latency_us", "threads.simple.gbs", "threads.ll.latency_us", "threads.ll.gbs",
-    "shm.simple.latency_us",     "shm.simple.gbs",     "shm.ll.latency_us",     "shm.ll.gbs",
-    "net.simple.latency_us",     "net.simple.gbs",     "copy.gbs",              "reduce.gbs",
-    "channel.startup_us",        "oversubscribed.latency_factor",
+    "threads.simple.latency_us",
+    "threads.simple.gbs",
+    "threads.ll.latency_us",
+    "threads.ll.gbs",
+    "shm.simple.latency_us",
+    "shm.simple.gbs",
+    "shm.ll.latency_us",
+    "shm.ll.gbs",
+    "net.simple.latency_us",
+    "net.simple.gbs",
+    "copy.gbs",
+    "reduce.gbs",
+    "channel.startup_us",
+    "oversubscribed.latency_factor",
 };
 
 namespace {
@@ -81,16 +91,15 @@ TuningFigures defaultFigures(bool hostBackend) {
   // copy; LL a fifth less per hand-off and a sixth of Simple's bandwidth
   // (level with Simple up to ~256 B on 2 ranks, 1.7x slower at 2 KiB); a
   // channel's start-up 32.768 us, so that 256 KiB pay for one at 8 GB/s.
-  static const double kHost[kFigureCount] = {0.5, 8.0,  0.4, 1.25, 0.5,    8.0, 0.4,
-                                             1.25, 20.0, 1.0, 8.0,  8.0,    32.768, 4.0};
+  static const double kHost[kFigureCount] = {0.5,  8.0,  0.4, 1.25, 0.5, 8.0,    0.4,
+                                             1.25, 20.0, 1.0, 8.0,  8.0, 32.768, 4.0};
   TuningFigures f;
   for (int i = 0; i < kFigureCount; ++i) f.value[i] = kHost[i];
   f.source = hostBackend ? "built-in defaults (host backend)" : "built-in defaults (cuda backend: the host's figures)";
   return f;
 }
 
-Result<TuningFigures> parseTuningFile(const std::string& text, const std::string& name,
-                                      const TuningFigures& defaults) {
+Result<TuningFigures> parseTuningFile(const std::string& text, const std::string& name, const TuningFigures& defaults) {
   TuningFigures f = defaults;
   for (bool& b : f.fromFile) b = false;
   f.source = name;
@@ -114,8 +123,8 @@ Result<TuningFigures> parseTuningFile(const std::string& text, const std::string
                            name.c_str(), lineNo, line.c_str(), kTuningFileVersion);
       if (value != std::to_string(kTuningFileVersion))
         return errorStatus(ncclInvalidArgument,
-                           "%s: line %d: version \"%s\" is not one this build reads: expected version %d",
-                           name.c_str(), lineNo, value.c_str(), kTuningFileVersion);
+                           "%s: line %d: version \"%s\" is not one this build reads: expected version %d", name.c_str(),
+                           lineNo, value.c_str(), kTuningFileVersion);
       versionSeen = true;
       continue;
     }
@@ -130,8 +139,8 @@ Result<TuningFigures> parseTuningFile(const std::string& text, const std::string
                          name.c_str(), lineNo, key.c_str());
     const Figure figure = static_cast<Figure>(index);
     if (!parseValue(value, figure, &f.value[index]))
-      return errorStatus(ncclInvalidArgument, "%s: line %d: %s \"%s\": expected %s", name.c_str(), lineNo,
-                         key.c_str(), value.c_str(),
+      return errorStatus(ncclInvalidArgument, "%s: line %d: %s \"%s\": expected %s", name.c_str(), lineNo, key.c_str(),
+                         value.c_str(),
                          figure == Figure::kOversubscribedFactor ? "a number of at least 1" : "a positive number");
     f.fromFile[index] = true;
   }

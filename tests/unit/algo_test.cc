@@ -135,7 +135,9 @@ TEST(ChooseAlgorithm, OneShotForSmallGathersAndBroadcastsFromThreeRanks) {
       }
     }
   }
-  EXPECT_LT(chooseAlgorithm(CollKind::kReduce, 8, Shape{4, 1, 4, 3}, hostLinkFigures(false), all, true, true).estimateUs[2], 0)
+  EXPECT_LT(
+      chooseAlgorithm(CollKind::kReduce, 8, Shape{4, 1, 4, 3}, hostLinkFigures(false), all, true, true).estimateUs[2],
+      0)
       << "Reduce has no one-shot";
 }
 

@@ -131,10 +131,10 @@ TEST(TuningFile, SlowHandOffsMoveSmallAllReduceToFewerRounds) {
   const TuningFigures slow = parseOk("version 1\nshm.simple.latency_us 200\n");
   const AlgoFilter all;
   const Shape eight{8, 1, 8, 0};
-  const Choice fast = chooseAlgorithm(CollKind::kAllReduce, 64 << 10, eight, modelLinks(kDefaults, LinkType::kShm, 0, false),
-                                      all, false, false, true);
-  const Choice slowed = chooseAlgorithm(CollKind::kAllReduce, 64 << 10, eight, modelLinks(slow, LinkType::kShm, 0, false),
-                                        all, false, false, true);
+  const Choice fast = chooseAlgorithm(CollKind::kAllReduce, 64 << 10, eight,
+                                      modelLinks(kDefaults, LinkType::kShm, 0, false), all, false, false, true);
+  const Choice slowed = chooseAlgorithm(CollKind::kAllReduce, 64 << 10, eight,
+                                        modelLinks(slow, LinkType::kShm, 0, false), all, false, false, true);
   EXPECT_EQ(fast.algo, Algorithm::kHalvingDoubling) << describeEstimates(fast);
   EXPECT_EQ(slowed.algo, Algorithm::kButterfly) << describeEstimates(slowed);
   // The figures of the other link type do not matter here.

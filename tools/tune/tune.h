@@ -11,8 +11,8 @@ namespace weft::tune {
 // One weft-perf run: 2 local ranks, a ring AllReduce (float sum) at the
 // given sizes, the slowest rank's median per size.
 struct PerfRun {
-  bool threads = false;                                    // ranks as threads (else processes)
-  std::vector<std::pair<std::string, std::string>> env;   // set in the child (NCCL_PROTO, ...)
+  bool threads = false;                                  // ranks as threads (else processes)
+  std::vector<std::pair<std::string, std::string>> env;  // set in the child (NCCL_PROTO, ...)
   size_t smallBytes = 8;
   size_t largeBytes = 4 << 20;
   int iters = 50;

@@ -127,8 +127,8 @@ std::string header(const Options& o, bool net) {
   const std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
   std::string h = "Weft tuning file, written by weft-tune (docs/tuning.md): use it with WEFT_TUNING_FILE.\n";
-  h += std::string("Measured on ") + host + ", " + std::to_string(std::thread::hardware_concurrency()) +
-       " cores, " + when + ", median of " + std::to_string(o.reps) + " runs per figure.\n";
+  h += std::string("Measured on ") + host + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " +
+       when + ", median of " + std::to_string(o.reps) + " runs per figure.\n";
   h += "Hand-offs and bandwidths: 2-rank ring AllReduce through weft-perf (one channel, FIFO), fitted to\n";
   h += "t(S) = 2 latency + S / bandwidth + (S / 2) / reduce; the latency includes the call's own overhead.\n";
   h += "oversubscribed.latency_factor is the built-in default (not measured: it would need more ranks than cores).\n";

@@ -84,39 +84,28 @@ double median(std::vector<double> values) {
 
 bool runPerf(const std::string& perfPath, const PerfRun& run, double* smallUs, double* largeUs, std::string* why) {
   const size_t factor = run.largeBytes / run.smallBytes;
-  std::vector<std::string> argv = {perfPath,
-                                   "allreduce",
-                                   "-np",
-                                   "2",
-                                   "-b",
-                                   std::to_string(run.smallBytes),
-                                   "-e",
-                                   std::to_string(run.largeBytes),
-                                   "-f",
-                                   std::to_string(factor),
-                                   "-n",
-                                   std::to_string(run.iters),
-                                   "-w",
-                                   "5",
-                                   "-c",
-                                   "0",
-                                   "-a",
-                                   "3",
-                                   "--median",
-                                   "--csv"};
+  std::vector<std::string> argv = {perfPath,   "allreduce",
+                                   "-np",      "2",
+                                   "-b",       std::to_string(run.smallBytes),
+                                   "-e",       std::to_string(run.largeBytes),
+                                   "-f",       std::to_string(factor),
+                                   "-n",       std::to_string(run.iters),
+                                   "-w",       "5",
+                                   "-c",       "0",
+                                   "-a",       "3",
+                                   "--median", "--csv"};
   if (run.threads) argv.push_back("--threads");
   // Every figure is a ring's, on one channel, through the FIFO, whatever
   // the caller's environment says.
-  std::vector<std::pair<std::string, std::string>> env = {{"WEFT_BACKEND", "host"},  {"NCCL_ALGO", "Ring"},
-                                                          {"WEFT_DIRECT", "0"},      {"NCCL_MAX_NCHANNELS", "1"},
-                                                          {"NCCL_MIN_NCHANNELS", "1"}, {"WEFT_TUNING_FILE", ""},
-                                                          {"NCCL_TUNER_PLUGIN", "none"}};
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"WEFT_BACKEND", "host"},    {"NCCL_ALGO", "Ring"},    {"WEFT_DIRECT", "0"},         {"NCCL_MAX_NCHANNELS", "1"},
+      {"NCCL_MIN_NCHANNELS", "1"}, {"WEFT_TUNING_FILE", ""}, {"NCCL_TUNER_PLUGIN", "none"}};
   for (const auto& e : run.env) env.push_back(e);
   std::string out;
   if (!capture(argv, env, &out, why)) return false;
   if (!timeAt(out, run.smallBytes, smallUs) || !timeAt(out, run.largeBytes, largeUs)) {
-    *why = "weft-perf printed no time for " + std::to_string(run.smallBytes) + " or " +
-           std::to_string(run.largeBytes) + " bytes";
+    *why = "weft-perf printed no time for " + std::to_string(run.smallBytes) + " or " + std::to_string(run.largeBytes) +
+           " bytes";
     return false;
   }
   return true;
