@@ -82,6 +82,7 @@ bool parse(int argc, char** argv, Options* o) {
 struct Fit {
   double latencyUs;
   double gbs;
+  double largeUs;  // the measured time it came from
 };
 
 // t(8) = 2 latency; t(S) - 2 latency - S/(2 reduce) = S / bandwidth. The
@@ -89,6 +90,7 @@ struct Fit {
 // by noise reads as a very fast link, not a negative one.
 Fit fit(double smallUs, double largeUs, double largeBytes, double reduceGBs) {
   Fit f;
+  f.largeUs = largeUs;
   f.latencyUs = smallUs / 2;
   const double wireUs = std::max(largeUs - smallUs - largeBytes / 2 / (reduceGBs * 1e3), largeUs / 10);
   f.gbs = largeBytes / (wireUs * 1e3);
@@ -175,7 +177,7 @@ int main(int argc, char** argv) {
     if (!measure(o, run, reduce, c.what, &fitted)) return 1;
     set(&f, c.lat, fitted.latencyUs);
     set(&f, c.gbs, fitted.gbs);
-    if (c.threads && c.proto == 0) threadsSimpleLargeUs = fitted.latencyUs * 2 + run.largeBytes / (fitted.gbs * 1e3);
+    if (c.threads && c.proto == 0) threadsSimpleLargeUs = fitted.largeUs;
   }
 
   // A second channel: t(2) = t(1) / 2 + start-up, at 4 MiB between threads.
