@@ -60,9 +60,10 @@ choices() {  # name, env...: writes "bytes Algo/Proto" lines to $tmp/$name.choic
   )
   for b in $sizes; do
     local algo proto
-    algo=$(cat "$tmp"/log.* | grep -o "AllReduce $b bytes: [A-Za-z0-9]*" | head -1 | awk '{print $4}')
+    # (no protocol line: an algorithm that runs Simple only)
+    algo=$(cat "$tmp"/log.* | grep -o "AllReduce $b bytes: [A-Za-z0-9]*" | head -1 | awk '{print $4}' || true)
     proto=$(cat "$tmp"/log.* | grep -o "AllReduce $b bytes, [A-Za-z0-9]*: protocol [A-Za-z0-9]*" | head -1 |
-      awk '{print $NF}')
+      awk '{print $NF}' || true)
     echo "$b ${algo:-?}/${proto:-Simple}" >>"$tmp/$name.choice"
   done
   rm -f "$tmp"/log.*
@@ -78,7 +79,7 @@ for ((r = 0; r < runs; r++)); do
         hi=262144  # beyond it NCCL_ALGO=OneShot runs the ring
       fi
       [ "$proto" = LL ] && [ "$hi" -gt 2097152 ] && hi=2097152  # LL is 10x slower long before
-      NCCL_ALGO=allreduce:$algo NCCL_PROTO=$proto perf "$n.$c" "$hi" -np "$n"
+      NCCL_ALGO=allreduce:$algo NCCL_PROTO=$proto perf "$n.${c/\//_}" "$hi" -np "$n"
     done
     perf "$n.model" "$max" -np "$n"
     WEFT_TUNING_FILE=$tuning perf "$n.file" "$max" -np "$n"
@@ -99,7 +100,7 @@ for n in $ranks; do
   for b in $sizes; do
     best=-; bestv=1e30
     for c in $combos; do
-      v=$(value "$n.$c" "$b")
+      v=$(value "$n.${c/\//_}" "$b")
       [ "$v" = - ] && continue
       if awk -v a="$v" -v m="$bestv" 'BEGIN {exit !(a < m)}'; then best=$c; bestv=$v; fi
     done
