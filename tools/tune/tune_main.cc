@@ -33,7 +33,7 @@ struct Options {
 };
 
 void usage() {
-  std::fprintf(stderr,
+  std::fprintf(stdout,
                "usage: weft-tune [-o FILE] [--reps N] [--perf PATH] [--no-net]\n"
                "  -o FILE      write the tuning file here (default: stdout)\n"
                "  --reps N     runs per figure, the median kept (default 3, 1..21)\n"
@@ -42,11 +42,17 @@ void usage() {
                "Use the file with WEFT_TUNING_FILE=FILE (docs/tuning.md).\n");
 }
 
-bool parse(int argc, char** argv, Options* o) {
+// False: stop, with *exitCode (0 for --help).
+bool parse(int argc, char** argv, Options* o, int* exitCode) {
+  *exitCode = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool hasValue = i + 1 < argc;
-    if (a == "-o" && hasValue) {
+    if (a == "-h" || a == "--help") {
+      usage();
+      *exitCode = 0;
+      return false;
+    } else if (a == "-o" && hasValue) {
       o->out = argv[++i];
     } else if (a == "--reps" && hasValue) {
       o->reps = std::atoi(argv[++i]);
@@ -59,8 +65,7 @@ bool parse(int argc, char** argv, Options* o) {
     } else if (a == "--no-net") {
       o->net = false;
     } else {
-      std::fprintf(stderr, "weft-tune: unknown argument \"%s\"\n", a.c_str());
-      usage();
+      std::fprintf(stderr, "weft-tune: unknown argument \"%s\" (weft-tune --help lists them)\n", a.c_str());
       return false;
     }
   }
@@ -142,7 +147,8 @@ std::string header(const Options& o, bool net) {
 
 int main(int argc, char** argv) {
   Options o;
-  if (!parse(argc, argv, &o)) return 2;
+  int exitCode = 0;
+  if (!parse(argc, argv, &o, &exitCode)) return exitCode;
   const auto start = std::chrono::steady_clock::now();
   TuningFigures f = weft::tuning::defaultFigures(true);
   const double copy = weft::tune::measureCopyGBs(64 << 20, 5);
