@@ -1,15 +1,18 @@
-// Alpha-beta-gamma cost model of every AllReduce algorithm: a message costs
+// Alpha-beta-gamma cost model of every AllReduce algorithm (and of the other
+// collectives' Ring, OneShot and HalvingDoubling): a message costs
 // alpha (latency per hop) plus bytes times beta (time per byte on the link
 // it crosses), and a reduction costs bytes times gamma per input combined.
-// Pure functions of the communicator's shape and its link figures, so the
-// planner can rank algorithms by the model and the simulator (src/sim/)
-// can check its replayed schedules against the same formulas.
+// Pure functions of the communicator's shape and its link figures. The
+// planner ranks algorithms by these formulas and no others (algo.h,
+// chooseAlgorithm, on the figures of figures.h), and the simulator
+// (src/sim/) checks its replayed schedules against the same formulas.
 //
 // Two families of functions:
 //  - seedClosedForm: the textbook formulas with one alpha, one bandwidth and
 //    one gamma for every link (the survey's notation: N ranks, S bytes, n
 //    ranks per group, m groups);
-//  - estimateAllReduce / estimateEveryAlgorithm: the same schedules priced
+//  - estimateAllReduce / estimateCollective / estimateEveryAlgorithm: the
+//    same schedules priced
 //    with the link each hop really crosses (within a node or between nodes)
 //    and the share of a NIC each concurrent flow gets.
 #pragma once
