@@ -12,9 +12,8 @@
 //    one gamma for every link (the survey's notation: N ranks, S bytes, n
 //    ranks per group, m groups);
 //  - estimateAllReduce / estimateCollective / estimateEveryAlgorithm: the
-//    same schedules priced
-//    with the link each hop really crosses (within a node or between nodes)
-//    and the share of a NIC each concurrent flow gets.
+//    same schedules priced with the link each hop really crosses (within a
+//    node or between nodes) and the share of a NIC each concurrent flow gets.
 #pragma once
 
 #include <array>
