@@ -256,7 +256,10 @@ AlgoEstimate estimateAllReduce(ModelAlgo algo, int64_t bytes, const CommShape& s
     case ModelAlgo::kTorus2D: {
       const int rows = shape.torusRows > 0 ? shape.torusRows : shape.nnodes;
       const int cols = shape.torusCols > 0 ? shape.torusCols : shape.ranksPerNode;
-      if (rows < 2 || cols < 2) return notApplicable("needs at least 2 rows and 2 columns");
+      // A grid given with one row or one column runs as a ring (the planner's
+      // WEFT_TORUS=1x5); the nodes' own grid needs two of each.
+      const bool given = shape.torusRows > 0 && shape.torusCols > 0;
+      if (given ? rows * cols < 2 : rows < 2 || cols < 2) return notApplicable("needs at least 2 rows and 2 columns");
       e = torus(s, rows, cols, shape, links);
       break;
     }
