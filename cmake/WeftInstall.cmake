@@ -20,7 +20,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} 
 
 # Tools find the library next to them wherever the tree is put (a prefix, an
 # unpacked .deb): bin/../lib, through a run path relative to the binary.
-set(WEFT_TOOLS weft-demo weft-perf weft-topo weft-params weft-sim)
+set(WEFT_TOOLS weft-demo weft-perf weft-topo weft-params weft-sim weft-tune)
 file(RELATIVE_PATH _weft_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
 set_target_properties(${WEFT_TOOLS} PROPERTIES INSTALL_RPATH "$ORIGIN/${_weft_bin_to_lib}")
 install(TARGETS ${WEFT_TOOLS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)

@@ -31,7 +31,7 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "Weft: the NCCL API (libnccl.so.2, NCCL ${WEFT_NCCL_VERSION}) on GPUs and CPUs
  Weft's library under NCCL's names (SONAME libnccl.so.2) in /opt/weft/lib, and
- the tools weft-demo, weft-perf, weft-topo, weft-params and weft-sim in /opt/weft/bin.")
+ the tools weft-demo, weft-perf, weft-topo, weft-params, weft-sim and weft-tune in /opt/weft/bin.")
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME libweft-nccl-dev)
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEVELOPMENT_DESCRIPTION

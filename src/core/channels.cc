@@ -15,6 +15,7 @@
 #include "core/missing_links.h"
 #include "core/topology.h"
 #include "core/torus_grid.h"
+#include "core/tuning_figures.h"
 #include "graph/channel_budget.h"
 #include "graph/graph_file.h"
 #include "graph/plan.h"
@@ -324,6 +325,7 @@ Status buildChannels(Comm* comm) {
   if (!filter.ok()) return filter.status();
   comm->algoFilter = filter.value();
   WEFT_RETURN_IF_ERROR(parseProtoFilter(comm));
+  WEFT_RETURN_IF_ERROR(loadTuningFigures(comm));
   comm->directAllowed = param::direct() != 0;
   // Checked before the ranks talk again, so that every rank fails here.
   if (!param::torus().empty()) WEFT_RETURN_IF_ERROR(parseTorusShape(param::torus(), comm->nranks).status());

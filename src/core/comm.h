@@ -28,6 +28,7 @@
 #include "proxy/proxy.h"
 #include "transport/connection.h"
 #include "tuning/algo.h"
+#include "tuning/figures.h"
 #include "tuning/tuner_plugin.h"
 #include "weft.h"
 
@@ -150,7 +151,11 @@ struct Comm {
   tuning::AlgoFilter algoFilter;
   tuning::ProtoFilter protoFilter;              // NCCL_PROTO
   std::unique_ptr<tuning::TunerSession> tuner;  // NCCL_TUNER_PLUGIN; null: none
-  bool directAllowed = true;                    // WEFT_DIRECT
+  // The cost model's figures (WEFT_TUNING_FILE or the backend's defaults,
+  // rank 0's on every rank) and how ranks of a node reach each other.
+  tuning::TuningFigures figures;
+  tuning::LinkType intraLink = tuning::LinkType::kShm;
+  bool directAllowed = true;  // WEFT_DIRECT
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).
   std::vector<int> nodeOf;

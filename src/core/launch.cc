@@ -41,6 +41,8 @@ PlanInputs planInputs(const Comm& comm) {
     in.torus = tuning::TorusShape{static_cast<int>(comm.torusPlan->nodes.size()),
                                   static_cast<int>(comm.torusPlan->nodes[0].size())};
   in.oversubscribed = comm.oversubscribed;
+  in.figures = &comm.figures;
+  in.intraLink = comm.intraLink;
   // LL needs every link within a node (the proxy moves only Simple slots);
   // the cuda backend uses it only when NCCL_PROTO asks, until it is measured
   // on a GPU.

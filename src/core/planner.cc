@@ -66,14 +66,37 @@ tuning::CollKind collKind(Func func) {
   }
 }
 
-// Ring, tree or one-shot (the same choice on every rank: its inputs are agreed).
+const tuning::TuningFigures& figuresOf(const PlanInputs& in) {
+  static const tuning::TuningFigures kHost = tuning::defaultFigures(true);
+  return in.figures ? *in.figures : kHost;
+}
+
+tuning::LinkFigures linksOf(const PlanInputs& in, tuning::Protocol proto) {
+  return tuning::modelLinks(figuresOf(in), in.intraLink, static_cast<int>(proto), in.oversubscribed);
+}
+
+bool llPossibleFor(const PlanInputs& in, const device::CollWork& work);
+
+// Whether the planner may pick LL for this call by itself: possible, on a
+// backend that picks it, and NCCL_PROTO allows both protocols.
+bool llChoosable(const PlanInputs& in, const device::CollWork& work) {
+  static const tuning::ProtoFilter kAny;
+  const tuning::ProtoFilter& f = in.protoFilter ? *in.protoFilter : kAny;
+  const tuning::CollKind coll = collKind(work.func);
+  return llPossibleFor(in, work) && in.llByDefault && f.allows(coll, tuning::Protocol::kLL) &&
+         f.allows(coll, tuning::Protocol::kSimple);
+}
+
+// The algorithm by the cost model (the same choice on every rank: its
+// inputs are agreed), priced under LL too where LL may be chosen.
 tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
   static const tuning::AlgoFilter kAll;
-  const tuning::LinkCosts costs = tuning::hostLinkCosts(in.oversubscribed);
-  const tuning::Choice choice =
-      tuning::chooseAlgorithm(collKind(work->func), totalBytes, in.shape, costs, in.algoFilter ? *in.algoFilter : kAll,
-                              in.treesAvailable, in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable,
-                              in.torusAvailable ? in.torus : tuning::TorusShape{0, 0});
+  const tuning::LinkFigures simple = linksOf(in, tuning::Protocol::kSimple);
+  const tuning::LinkFigures ll = linksOf(in, tuning::Protocol::kLL);
+  const tuning::Choice choice = tuning::chooseAlgorithm(
+      collKind(work->func), totalBytes, in.shape, simple, in.algoFilter ? *in.algoFilter : kAll, in.treesAvailable,
+      in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable,
+      in.torusAvailable ? in.torus : tuning::TorusShape{0, 0}, llChoosable(in, *work) ? &ll : nullptr);
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
               static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),
@@ -104,7 +127,8 @@ bool llPossibleFor(const PlanInputs& in, const device::CollWork& work) {
 // Simple or LL (the same choice on every rank). Under LL a chunk spans as
 // many LL steps as a Simple chunk spans slots, so a ring rank's sends of
 // one chunk still fit in the peer's FIFO without waiting for it.
-void chooseProto(const PlanInputs& in, int64_t totalBytes, uint64_t elemSize, device::CollWork* work) {
+void chooseProto(const PlanInputs& in, const tuning::Choice& algoChoice, int64_t totalBytes, uint64_t elemSize,
+                 device::CollWork* work) {
   static const tuning::ProtoFilter kAny;
   // The pairwise exchanges and the hierarchical ring are written for Simple only.
   if (work->algo != device::Algo::kRing && work->algo != device::Algo::kTree && work->algo != device::Algo::kOneShot)
@@ -117,6 +141,8 @@ void chooseProto(const PlanInputs& in, int64_t totalBytes, uint64_t elemSize, de
   pin.bytes = totalBytes;
   pin.llPossible = llPossibleFor(in, *work);
   pin.llByDefault = in.llByDefault;
+  pin.simpleUs = algoChoice.estimateUs[static_cast<int>(pin.algo)];
+  pin.llUs = algoChoice.llUs[static_cast<int>(pin.algo)];
   const tuning::ProtoChoice choice = tuning::chooseProtocol(pin, in.protoFilter ? *in.protoFilter : kAny);
   WEFT_INFO(log::kTuning, "%s %lld bytes, %s: protocol %s (%s)", tuning::collKindName(pin.coll),
             static_cast<long long>(totalBytes), tuning::algorithmName(pin.algo), tuning::protocolName(choice.proto),
@@ -130,6 +156,16 @@ void useLL(const PlanInputs& in, uint64_t elemSize, device::CollWork* work) {
   const uint64_t llPayload = static_cast<uint64_t>(device::llStepBytesFor(in.stepBytes)) / 2;
   const uint64_t chunk = llPayload * static_cast<uint64_t>(in.chunkSteps) / elemSize;
   work->chunkElems = std::max<uint64_t>(work->alignElems, chunk / work->alignElems * work->alignElems);
+}
+
+// The model's LL estimate of `a` for the tuner's table (the Simple one
+// when the model cannot price it).
+double llUs(const PlanInputs& in, tuning::CollKind coll, tuning::Algorithm a, int64_t totalBytes, double simpleUs) {
+  const tuning::TorusShape torus = in.torusAvailable ? in.torus : tuning::TorusShape{0, 0};
+  const tuning::CommShape shape{in.shape.nranks, in.shape.nnodes, in.shape.ranksPerNode, torus.rows, torus.cols};
+  const tuning::AlgoEstimate e =
+      tuning::estimateCollective(coll, a, totalBytes, shape, linksOf(in, tuning::Protocol::kLL));
+  return e.applies ? e.us : simpleUs;
 }
 
 // A tuner plugin (NCCL_TUNER_PLUGIN) is offered Weft's estimates for the
@@ -150,7 +186,7 @@ void askTuner(const PlanInputs& in, const tuning::Choice& choice, int64_t totalB
     if (us < 0.0 || !algos.allows(coll, a)) continue;
     if (protos.allows(coll, tuning::Protocol::kSimple)) offered.offer(a, tuning::Protocol::kSimple, us);
     if (llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL))
-      offered.offer(a, tuning::Protocol::kLL, tuning::llEstimateUs(us, totalBytes));
+      offered.offer(a, tuning::Protocol::kLL, llUs(in, coll, a, totalBytes, us));
   }
   const tuning::TunerAnswer answer = in.tuner->ask(coll, static_cast<size_t>(totalBytes), in.pipeOps, offered);
   if (answer.nChannels > 0) *nch = std::min(answer.nChannels, in.channels);
@@ -191,11 +227,11 @@ void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* pl
   if (work.count == 0) return;
   int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
-  tuning::Choice choice{};
-  if (task.func != Func::kReduce) choice = chooseAlgo(in, totalBytes, &work);
+  // Reduce has the ring alone: priced for its protocol.
+  const tuning::Choice choice = chooseAlgo(in, totalBytes, &work);
   const uint64_t simpleChunk = work.chunkElems;
-  chooseProto(in, totalBytes, elemSize, &work);
-  int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels});
+  chooseProto(in, choice, totalBytes, elemSize, &work);
+  int nch = tuning::collChannels(totalBytes, {in.minChannels, in.channels}, figuresOf(in).bytesPerChannel());
   if (in.tuner != nullptr && task.func != Func::kReduce)
     askTuner(in, choice, totalBytes, elemSize, simpleChunk, &work, &nch);
   chooseDirect(in, totalBytes, &work);

@@ -10,6 +10,7 @@
 #include "device/backend/cuda/kernel_args.h"
 #include "device/work.h"
 #include "tuning/algo.h"
+#include "tuning/figures.h"
 #include "tuning/proto.h"
 
 namespace weft::tuning {
@@ -27,9 +28,14 @@ struct PlanInputs {
   int chunkSteps;
   tuning::Shape shape{1, 1, 1, 0};  // nodes, ranks per node, tree depth
   const tuning::AlgoFilter* algoFilter = nullptr;
-  bool treesAvailable = false;     // the backend runs trees and the channels have them
-  bool oneShotAvailable = false;   // the backend runs one-shot AllReduce
-  bool oversubscribed = false;     // ranks outnumber cores: every hand-off waits for a core
+  bool treesAvailable = false;    // the backend runs trees and the channels have them
+  bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
+  bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
+  // The cost model's figures (WEFT_TUNING_FILE or the backend's defaults;
+  // null: the host backend's defaults) and how ranks of a node reach each
+  // other.
+  const tuning::TuningFigures* figures = nullptr;
+  tuning::LinkType intraLink = tuning::LinkType::kShm;
   bool exchangeAvailable = false;  // the backend runs Butterfly/HalvingDoubling and a plan exists
   bool hierAvailable = false;      // the backend runs the hierarchical ring and the nodes suit it
   // Protocols: NCCL_PROTO (null: any); whether LL can run (the backend has

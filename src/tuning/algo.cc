@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "tuning/figures.h"
+
 namespace weft::tuning {
 namespace {
 
@@ -102,41 +104,6 @@ Result<AlgoFilter> AlgoFilter::parse(const std::string& text) {
 
 namespace {
 
-// Ring: 2(k-1) dependent steps for AllReduce (k-1 otherwise), each as slow
-// as its slowest hop; every rank moves 2(k-1)/k of the bytes (AllReduce).
-double ringEstimate(CollKind coll, double kb, const Shape& shape, const LinkCosts& costs) {
-  const double k = shape.nranks;
-  const bool multiNode = shape.nnodes > 1;
-  const double hop = multiNode ? costs.interLatUs : costs.intraLatUs;
-  const double bw = multiNode ? costs.interGBs : costs.intraGBs;
-  const double steps = coll == CollKind::kAllReduce ? 2 * (k - 1) : k - 1;
-  const double factor = coll == CollKind::kAllReduce                                ? 2 * (k - 1) / k
-                        : coll == CollKind::kBroadcast || coll == CollKind::kReduce ? 1
-                                                                                    : (k - 1) / k;
-  return steps * hop + factor * kb / bw;
-}
-
-// Tree: up then down, the inter-node levels and the intra-node chain twice;
-// every byte crosses each link once per direction.
-double treeEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
-  const bool multiNode = shape.nnodes > 1;
-  const double interLevels = multiNode ? std::max(1, shape.treeDepth - (shape.ranksPerNode - 1)) : 0;
-  const double chain = std::max(0, shape.ranksPerNode - 1);
-  const double lat = 2 * (interLevels * costs.interLatUs + chain * costs.intraLatUs);
-  return lat + 2 * kb / (multiNode ? costs.interGBs : costs.intraGBs);
-}
-
-// One-shot: one hand-off. AllReduce: every rank writes its input to k-1
-// peers and combines k inputs; measured on the host backend its time per
-// byte is about the ring's at 2 ranks and twice it at 4: k-1 times the
-// bytes. Broadcast: the root writes k-1 copies. AllGather and ReduceScatter
-// move what their ring moves.
-double oneShotEstimate(CollKind coll, double kb, const Shape& shape, const LinkCosts& costs) {
-  const double k = shape.nranks;
-  const double factor = coll == CollKind::kAllReduce || coll == CollKind::kBroadcast ? k - 1 : (k - 1) / k;
-  return costs.intraLatUs + factor * kb / costs.intraGBs;
-}
-
 // Largest one-shot of `coll` (all ranks' bytes); 0: none.
 int64_t oneShotMaxBytes(CollKind coll) {
   switch (coll) {
@@ -148,77 +115,32 @@ int64_t oneShotMaxBytes(CollKind coll) {
   }
 }
 
-// The exchanges' shape: p participants (largest power of two <= k) in
-// log2(p) rounds; the others fold in before and out after.
-struct ExchangeShape {
-  double p, rounds;
-  bool folds;
-  explicit ExchangeShape(int k) : p(1), rounds(0), folds(false) {
-    while (p * 2 <= k) {
-      p *= 2;
-      rounds += 1;
-    }
-    folds = p < k;
+// The algorithms written for LL as well as Simple.
+bool runsLL(Algorithm a) { return a == Algorithm::kRing || a == Algorithm::kTree || a == Algorithm::kOneShot; }
+
+// Which algorithms can run this call here (before NCCL_ALGO), bit i =
+// Algorithm i.
+uint32_t possibleAlgorithms(CollKind coll, int64_t bytes, const Shape& shape, bool treesAvailable,
+                            bool oneShotAvailable, bool exchangeAvailable, bool hierAvailable, TorusShape torus) {
+  const bool allReduce = coll == CollKind::kAllReduce;
+  auto bit = [](Algorithm a) { return 1u << static_cast<int>(a); };
+  uint32_t mask = bit(Algorithm::kRing);
+  if (shape.nranks < 2) return mask;
+  if (allReduce && treesAvailable && shape.treeDepth > 0) mask |= bit(Algorithm::kTree);
+  // At 2 ranks every one-shot but AllReduce's is its ring: not offered.
+  const int minRanks = allReduce ? 2 : 3;
+  if (oneShotAvailable && shape.nnodes == 1 && shape.nranks >= minRanks && shape.nranks <= kOneShotMaxRanks &&
+      bytes <= oneShotMaxBytes(coll))
+    mask |= bit(Algorithm::kOneShot);
+  if (exchangeAvailable) {
+    if (allReduce) mask |= bit(Algorithm::kButterfly);
+    if (allReduce || coll == CollKind::kAllGather || coll == CollKind::kReduceScatter)
+      mask |= bit(Algorithm::kHalvingDoubling);
   }
-};
-
-double exchangeLat(const Shape& shape, const LinkCosts& costs) {
-  return shape.nnodes > 1 ? costs.interLatUs : costs.intraLatUs;
-}
-double exchangeGBs(const Shape& shape, const LinkCosts& costs) {
-  return shape.nnodes > 1 ? costs.interGBs : costs.intraGBs;
-}
-
-// Butterfly: every round moves and combines the whole message:
-// rounds (alpha + S/B + S C), plus a fold in (combined) and out (copied).
-double butterflyEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
-  const ExchangeShape x(shape.nranks);
-  const double lat = exchangeLat(shape, costs), bw = exchangeGBs(shape, costs);
-  const double round = lat + kb / bw + kb / costs.reduceGBs;
-  const double fold = x.folds ? 2 * (lat + kb / bw) + kb / costs.reduceGBs : 0;
-  return x.rounds * round + fold;
-}
-
-// Halving-doubling AllReduce: 2 log2(p) rounds moving 2 S (p-1)/p in all and
-// combining S (p-1)/p; AllGather (S = all ranks' bytes): the doubling half.
-double halvingDoublingEstimate(CollKind coll, double kb, const Shape& shape, const LinkCosts& costs) {
-  const ExchangeShape x(shape.nranks);
-  const double lat = exchangeLat(shape, costs), bw = exchangeGBs(shape, costs);
-  const double share = (x.p - 1) / x.p;
-  if (coll == CollKind::kAllGather) return x.rounds * lat + share * kb / bw + (x.folds ? 2 * lat + kb / bw : 0);
-  // ReduceScatter (S = all ranks' bytes): the halving half, every byte moved
-  // also combined; the fold hands in all S and hands back S/k.
-  if (coll == CollKind::kReduceScatter)
-    return x.rounds * lat + share * kb * (1 / bw + 1 / costs.reduceGBs) +
-           (x.folds ? 2 * lat + kb / bw + kb / costs.reduceGBs + kb / shape.nranks / bw : 0);
-  const double fold = x.folds ? 2 * (lat + kb / bw) + kb / costs.reduceGBs : 0;
-  return 2 * x.rounds * lat + 2 * share * kb / bw + share * kb / costs.reduceGBs + fold;
-}
-
-// Hierarchical ring: the node's ring twice (reduce-scatter, allgather) over
-// m ranks, and the ring across the N nodes on S/m bytes (AllReduce).
-double hierRingEstimate(double kb, const Shape& shape, const LinkCosts& costs) {
-  const double m = shape.ranksPerNode, N = shape.nnodes;
-  const double intra = 2 * (m - 1) * costs.intraLatUs + 2 * (m - 1) / m * kb / costs.intraGBs;
-  const double inter = 2 * (N - 1) * costs.interLatUs + 2 * (N - 1) / N * (kb / m) / costs.interGBs;
-  return intra + inter;
-}
-
-// 2D torus: the hierarchical ring's terms on R rows of C ranks; a row's
-// hand-offs cross nodes unless rows are the nodes, a column's whenever the
-// communicator spans nodes. A one-row or one-column grid is a ring.
-double torusEstimate(double kb, const Shape& shape, TorusShape torus, const LinkCosts& costs) {
-  const double R = torus.rows, C = torus.cols;
-  const bool multiNode = shape.nnodes > 1;
-  const bool rowsAreNodes = torus.rows == shape.nnodes && torus.cols == shape.ranksPerNode;
-  const bool rowInter = multiNode && !rowsAreNodes;
-  const double rowLat = rowInter ? costs.interLatUs : costs.intraLatUs;
-  const double rowGBs = rowInter ? costs.interGBs : costs.intraGBs;
-  const double colLat = multiNode ? costs.interLatUs : costs.intraLatUs;
-  const double colGBs = multiNode ? costs.interGBs : costs.intraGBs;
-  const double row = 2 * (C - 1) * rowLat + 2 * (C - 1) / C * kb / rowGBs;
-  const double column = 2 * (R - 1) * colLat + 2 * (R - 1) / R * (kb / C) / colGBs;
-  return row + column;
+  if (hierAvailable && allReduce && shape.nnodes > 1 && shape.ranksPerNode > 1)
+    mask |= bit(Algorithm::kHierarchicalRing);
+  if (allReduce && torus.rows > 0) mask |= bit(Algorithm::kTorus2D);
+  return mask;
 }
 
 }  // namespace
@@ -228,8 +150,12 @@ std::string describeEstimates(const Choice& choice) {
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
     char item[64];
     const double e = choice.estimateUs[a];
+    const double ll = choice.llUs[a];
     if (e < 0)
       snprintf(item, sizeof item, "%s%s -", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)));
+    else if (ll >= 0)
+      snprintf(item, sizeof item, "%s%s %.1f us (LL %.1f us)", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)),
+               e, ll);
     else
       snprintf(item, sizeof item, "%s%s %.1f us", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)), e);
     text += item;
@@ -237,35 +163,27 @@ std::string describeEstimates(const Choice& choice) {
   return text;
 }
 
-LinkCosts hostLinkCosts(bool oversubscribed) {
-  LinkCosts costs;
-  // Measured on 4 ranks over 2 cores: a ring hand-off about 1.6 us.
-  if (oversubscribed) costs.intraLatUs = 2.0;
-  return costs;
+LinkFigures hostLinkFigures(bool oversubscribed) {
+  return modelLinks(defaultFigures(true), LinkType::kShm, 0, oversubscribed);
 }
 
-Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
+Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkFigures& links,
                        const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable, bool exchangeAvailable,
-                       bool hierAvailable, TorusShape torus) {
-  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1, -1}, "only Ring is possible"};
-  const double kb = static_cast<double>(bytes) / 1e3;  // GB/s * us = 1e3 bytes
-  const bool allReduce = coll == CollKind::kAllReduce;
+                       bool hierAvailable, TorusShape torus, const LinkFigures* llLinks) {
+  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, -1, -1}, "only Ring is possible"};
   double* est = choice.estimateUs;
-  est[0] = ringEstimate(coll, kb, shape, costs);
-  if (allReduce && treesAvailable && shape.treeDepth > 0 && shape.nranks > 1) est[1] = treeEstimate(kb, shape, costs);
-  // At 2 ranks every one-shot but AllReduce's is its ring: not offered.
-  const int minRanks = allReduce ? 2 : 3;
-  if (oneShotAvailable && shape.nnodes == 1 && shape.nranks >= minRanks && shape.nranks <= kOneShotMaxRanks &&
-      bytes <= oneShotMaxBytes(coll))
-    est[2] = oneShotEstimate(coll, kb, shape, costs);
-  if (exchangeAvailable && shape.nranks > 1) {
-    if (allReduce) est[3] = butterflyEstimate(kb, shape, costs);
-    if (allReduce || coll == CollKind::kAllGather || coll == CollKind::kReduceScatter)
-      est[4] = halvingDoublingEstimate(coll, kb, shape, costs);
+  const uint32_t possible =
+      possibleAlgorithms(coll, bytes, shape, treesAvailable, oneShotAvailable, exchangeAvailable, hierAvailable, torus);
+  const CommShape model{shape.nranks, shape.nnodes, shape.ranksPerNode, torus.rows, torus.cols};
+  for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
+    if (!((possible >> a) & 1u)) continue;
+    const AlgoEstimate e = estimateCollective(coll, static_cast<Algorithm>(a), bytes, model, links);
+    if (e.applies) est[a] = e.us;
+    if (llLinks == nullptr || !runsLL(static_cast<Algorithm>(a))) continue;
+    const AlgoEstimate ll = estimateCollective(coll, static_cast<Algorithm>(a), bytes, model, *llLinks);
+    if (ll.applies) choice.llUs[a] = ll.us;
   }
-  if (hierAvailable && allReduce && shape.nnodes > 1 && shape.ranksPerNode > 1)
-    est[5] = hierRingEstimate(kb, shape, costs);
-  if (allReduce && torus.rows > 0 && shape.nranks > 1) est[6] = torusEstimate(kb, shape, torus, costs);
+  if (shape.nranks < 2) est[0] = 0;
   int best = -1;
   bool filtered = false;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
@@ -276,20 +194,28 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
       filtered = true;
       continue;
     }
-    if (best < 0 || est[a] < est[best]) best = a;
+    if (best < 0 || choice.cheapestUs(a) < choice.cheapestUs(best)) best = a;
   }
   if (best < 0) {
     choice.reason = "NCCL_ALGO allows nothing possible here; using Ring";
     return choice;
   }
+  // The ring, the default, stays unless another algorithm is clearly
+  // cheaper; Torus2D, named in NCCL_ALGO, is taken at its estimate.
+  const bool ringKept = best != 0 && best != static_cast<int>(Algorithm::kTorus2D) && est[0] >= 0 &&
+                        filter.allows(coll, Algorithm::kRing) &&
+                        choice.cheapestUs(best) > (1 - kRingPreference) * choice.cheapestUs(0);
+  if (ringKept) best = 0;
   choice.algo = static_cast<Algorithm>(best);
-  int possible = 0;
+  int candidates = 0;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a)
-    possible += est[a] >= 0 && (a != static_cast<int>(Algorithm::kTorus2D) || filter.names(coll, Algorithm::kTorus2D));
-  choice.reason = possible == 1 ? (best == 0 ? "only Ring is possible" : "only one algorithm is possible")
-                  : filtered    ? "the cheapest estimate NCCL_ALGO allows"
-                                : "the cheapest estimate";
+    candidates +=
+        est[a] >= 0 && (a != static_cast<int>(Algorithm::kTorus2D) || filter.names(coll, Algorithm::kTorus2D));
+  choice.reason = candidates == 1 ? (best == 0 ? "only Ring is possible" : "only one algorithm is possible")
+                  : filtered      ? "the cheapest estimate NCCL_ALGO allows"
+                                  : "the cheapest estimate";
   if (filtered && !filter.allows(coll, Algorithm::kRing)) choice.reason = "NCCL_ALGO excludes Ring";
+  if (ringKept) choice.reason = "Ring: the cheapest estimate is within 5 % of the ring's";
   return choice;
 }
 

@@ -1,4 +1,4 @@
-// Algorithm choice: NCCL_ALGO parsing and a first cost model. Pure
+// Algorithm choice: NCCL_ALGO parsing and the choice by the cost model. Pure
 // functions of narrow inputs (sizes, shape of the communicator), so the
 // choice can be tested and explained without a communicator.
 #pragma once
@@ -7,32 +7,10 @@
 #include <string>
 
 #include "common/status.h"
+#include "tuning/cost_model.h"
+#include "tuning/kinds.h"
 
 namespace weft::tuning {
-
-// kOneShot: every rank of a node sends its input to every other and each
-// combines all (device/oneshot.h); Weft's own name for NCCL_ALGO.
-// kButterfly (recursive doubling, device/butterfly.h) and kHalvingDoubling
-// (Rabenseifner, device/halving_doubling.h): pairwise exchanges in log2
-// rounds; NCCL_ALGO also accepts RecDoubling and Rabenseifner for them.
-// kHierarchicalRing (device/hier_ring.h; alias HierRing): reduce-scatter in
-// each node, allreduce across nodes per local index, allgather in the node.
-// kTorus2D (device/torus.h; alias Torus): the same on a grid of rows and
-// columns (core/torus_grid.h); chosen only where NCCL_ALGO names it.
-enum class Algorithm : int {
-  kRing = 0,
-  kTree = 1,
-  kOneShot = 2,
-  kButterfly = 3,
-  kHalvingDoubling = 4,
-  kHierarchicalRing = 5,
-  kTorus2D = 6,
-  kCount = 7
-};
-enum class CollKind : int { kAllReduce = 0, kAllGather, kReduceScatter, kBroadcast, kReduce, kCount };
-
-const char* algorithmName(Algorithm algo);
-const char* collKindName(CollKind coll);
 
 // Which algorithms each collective may use. NCCL_ALGO syntax: a comma list
 // of algorithm names applies to every collective ("Ring,Tree"); a leading ^
@@ -64,22 +42,11 @@ struct Shape {
   int treeDepth;     // levels of the channel trees; 0: no trees built
 };
 
-// Link figures the model uses (microseconds, GB/s). Defaults are measured
-// orders of magnitude for the host backend: shared memory within a node,
-// sockets between nodes.
-struct LinkCosts {
-  double intraLatUs = 0.5;
-  double interLatUs = 20.0;
-  double intraGBs = 8.0;
-  double interGBs = 1.0;
-  // Combining two inputs into one output, GB/s of output (the exchanges'
-  // reduction term; the other estimates fold it into their bandwidth).
-  double reduceGBs = 8.0;
-};
-
-// The host backend's figures; a hand-off costs far more when ranks outnumber
-// cores (the peer must first get a core).
-LinkCosts hostLinkCosts(bool oversubscribed);
+// The host backend's built-in figures (no tuning file): shared memory
+// within a node, sockets between nodes, as measured orders of magnitude; a
+// hand-off costs far more when ranks outnumber cores (the peer must first
+// get a core). tuning/figures.h holds them per link type and protocol.
+LinkFigures hostLinkFigures(bool oversubscribed);
 
 // Largest node a one-shot AllReduce serves (a verb combines at most 4 inputs).
 constexpr int kOneShotMaxRanks = 4;
@@ -95,6 +62,14 @@ constexpr int64_t kOneShotMaxBytes = 256 << 10;
 constexpr int64_t kOneShotGatherMaxBytes = 64 << 10;
 constexpr int64_t kOneShotBroadcastMaxBytes = 2 << 10;
 
+// Another algorithm replaces the ring only when its estimate is at least
+// this much lower. The model prices the ring and Rabenseifner's
+// halving-doubling alike per byte (both bandwidth-optimal), but the ring
+// pipelines its steps and combines and forwards a chunk in one pass, which
+// the model leaves out; measured on the host, the ring is ahead at large
+// sizes (4 ranks, 2 MiB: 1.4 ms against 6.5 ms, docs/performance.md).
+constexpr double kRingPreference = 0.05;
+
 // The 2D torus's grid; rows 0: none.
 struct TorusShape {
   int rows;
@@ -103,8 +78,11 @@ struct TorusShape {
 
 struct Choice {
   Algorithm algo;
-  double estimateUs[static_cast<int>(Algorithm::kCount)];  // <0: not possible
+  double estimateUs[static_cast<int>(Algorithm::kCount)];  // under Simple; <0: not possible
+  double llUs[static_cast<int>(Algorithm::kCount)];        // under LL; <0: not priced
   const char* reason;
+  // The algorithm's cheaper estimate of Simple and LL.
+  double cheapestUs(int a) const { return llUs[a] >= 0 && llUs[a] < estimateUs[a] ? llUs[a] : estimateUs[a]; }
 };
 
 // Picks the cheapest allowed algorithm for `bytes` of `coll`. Rings are
@@ -123,13 +101,16 @@ struct Choice {
 // on its rows and columns, which on one host beats the ring by hand-offs
 // alone, something no measurement here backs (its three phases do not
 // overlap as the ring's steps do).
-// Their estimates are alpha-beta sums over their rounds: latency per round,
-// bytes per round over the link bandwidth, combined bytes over reduceGBs.
-Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkCosts& costs,
+// Every estimate is the cost model's (cost_model.h, estimateCollective) on
+// `links`: there is no second set of formulas. With `llLinks` (LL can run
+// and may be chosen), Ring, Tree and OneShot are priced under LL too and an
+// algorithm competes with the cheaper of its two protocols.
+Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkFigures& links,
                        const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable = false,
-                       bool exchangeAvailable = false, bool hierAvailable = false, TorusShape torus = {0, 0});
+                       bool exchangeAvailable = false, bool hierAvailable = false, TorusShape torus = {0, 0},
+                       const LinkFigures* llLinks = nullptr);
 
-// "Ring 3.1 us, Tree -, ..." : every algorithm's estimate (- where impossible).
+// "Ring 3.1 us (LL 2.9 us), Tree -, ..." : every algorithm's estimate (- where impossible).
 std::string describeEstimates(const Choice& choice);
 
 }  // namespace weft::tuning

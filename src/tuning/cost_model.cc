@@ -159,7 +159,7 @@ AlgoEstimate torus(double s, int rows, int cols, const CommShape& c, const LinkF
   const int rowInter = cols > g ? cols / g : 0;
   const AlgoEstimate rowPhase = ringPhase(cols - 1, cols, rowInter, s / cols, intraHop(l), interHop(l, 1));
   // Columns: ranks `cols` apart. A node holds min(g, cols) columns' ranks, each column crossing once.
-  const int colInter = cols >= g ? rows : std::max(1, c.nnodes);
+  const int colInter = c.nnodes < 2 ? 0 : cols >= g ? rows : c.nnodes;
   const int colFlows = std::min(g, cols);
   const AlgoEstimate colPhase =
       ringPhase(2.0 * (rows - 1), rows, rows > 1 ? colInter : 0, s / cols / rows, intraHop(l), interHop(l, colFlows));
@@ -167,6 +167,67 @@ AlgoEstimate torus(double s, int rows, int cols, const CommShape& c, const LinkF
   add(&e, rowPhase);
   add(&e, colPhase);
   e.reduceUs = usFor(s * (cols - 1) / cols + s / cols * (rows - 1) / rows, l.reduceGBs);
+  return e;
+}
+
+// Ring AllGather and ReduceScatter (S = all ranks' bytes): k-1 steps of
+// S/k; ReduceScatter combines every byte it receives.
+AlgoEstimate ringGather(CollKind coll, double s, const CommShape& c, const LinkFigures& l) {
+  const int k = c.nranks;
+  AlgoEstimate e = ringPhase(k - 1.0, k, c.nnodes > 1 ? c.nnodes : 0, s / k, intraHop(l), interHop(l, 1));
+  if (coll == CollKind::kReduceScatter) e.reduceUs = usFor(s * (k - 1) / k, l.reduceGBs);
+  return e;
+}
+
+// Ring Broadcast and Reduce: a chain of k-1 hops (nodes-1 of them across
+// nodes) pipelining S in chunks: every hop's latency once, the bytes once
+// at the slowest hop's bandwidth; Reduce combines S on the way.
+AlgoEstimate chain(CollKind coll, double s, const CommShape& c, const LinkFigures& l) {
+  AlgoEstimate e;
+  const int inter = c.nnodes > 1 ? c.nnodes - 1 : 0;
+  e.latencyUs = (c.nranks - 1 - inter) * l.intraLatUs + inter * l.interLatUs;
+  e.wireUs = usFor(s, inter > 0 ? interHop(l, 1).gbs : l.intraGBs);
+  if (coll == CollKind::kReduce) e.reduceUs = usFor(s, l.reduceGBs);
+  return e;
+}
+
+// One-shot AllGather and ReduceScatter move what their ring moves, in one
+// hand-off; Broadcast one-shot has the root write k-1 copies.
+AlgoEstimate oneShotOther(CollKind coll, double s, const CommShape& c, const LinkFigures& l) {
+  if (c.nnodes != 1) return notApplicable("one node only");
+  if (c.nranks < 2 || c.nranks > kOneShotMaxRanks) return notApplicable("2 to 4 ranks only");
+  const double k = c.nranks;
+  AlgoEstimate e;
+  e.latencyUs = l.intraLatUs;
+  e.wireUs = usFor(coll == CollKind::kBroadcast ? s * (k - 1) : s * (k - 1) / k, l.intraGBs);
+  if (coll == CollKind::kReduceScatter) e.reduceUs = usFor(s * (k - 1) / k, l.reduceGBs);
+  return e;
+}
+
+// Halving-doubling AllGather (S = all ranks' bytes): doubling pieces of
+// S/p, 2S/p, ... from distance 1 up; ReduceScatter: halving pieces of S/2,
+// S/4, ... from distance 1 up, every byte received combined. Ranks beyond
+// p fold in (their part or all S) and out (all S or their part).
+AlgoEstimate halvingDoublingOther(CollKind coll, double s, const CommShape& c, const LinkFigures& l) {
+  AlgoEstimate e;
+  const int rounds = floorLog2(c.nranks);
+  const int p = 1 << rounds;
+  const bool scatter = coll == CollKind::kReduceScatter;
+  double part = scatter ? s : s / p;
+  for (int i = 0; i < rounds; ++i) {
+    if (scatter) part /= 2;
+    const Hop hop = exchangeHop(1 << i, c, l);
+    e.latencyUs += hop.latUs;
+    e.wireUs += usFor(part, hop.gbs);
+    if (scatter) e.reduceUs += usFor(part, l.reduceGBs);
+    if (!scatter) part *= 2;
+  }
+  if (p != c.nranks) {
+    const Hop hop = exchangeHop(p, c, l);
+    e.latencyUs += 2 * hop.latUs;
+    e.wireUs += usFor(s + s / c.nranks, hop.gbs);
+    if (scatter) e.reduceUs += usFor(s, l.reduceGBs);
+  }
   return e;
 }
 
@@ -195,12 +256,36 @@ AlgoEstimate estimateAllReduce(ModelAlgo algo, int64_t bytes, const CommShape& s
     case ModelAlgo::kTorus2D: {
       const int rows = shape.torusRows > 0 ? shape.torusRows : shape.nnodes;
       const int cols = shape.torusCols > 0 ? shape.torusCols : shape.ranksPerNode;
-      if (rows < 2 || cols < 2) return notApplicable("needs at least 2 rows and 2 columns");
+      // A grid given with one row or one column runs as a ring (the planner's
+      // WEFT_TORUS=1x5); the nodes' own grid needs two of each.
+      const bool given = shape.torusRows > 0 && shape.torusCols > 0;
+      if (given ? rows * cols < 2 : rows < 2 || cols < 2) return notApplicable("needs at least 2 rows and 2 columns");
       e = torus(s, rows, cols, shape, links);
       break;
     }
     default: return notApplicable("unknown algorithm");
   }
+  if (e.reason[0] != '\0') return e;
+  e.applies = true;
+  e.us = e.latencyUs + e.wireUs + e.reduceUs;
+  return e;
+}
+
+AlgoEstimate estimateCollective(CollKind coll, Algorithm algo, int64_t bytes, const CommShape& shape,
+                                const LinkFigures& links) {
+  if (coll == CollKind::kAllReduce) return estimateAllReduce(algo, bytes, shape, links);
+  if (shape.nranks < 2) return notApplicable("one rank: nothing to exchange");
+  const double s = static_cast<double>(bytes);
+  const bool gather = coll == CollKind::kAllGather || coll == CollKind::kReduceScatter;
+  AlgoEstimate e;
+  if (algo == Algorithm::kRing)
+    e = gather ? ringGather(coll, s, shape, links) : chain(coll, s, shape, links);
+  else if (algo == Algorithm::kOneShot && coll != CollKind::kReduce)
+    e = oneShotOther(coll, s, shape, links);
+  else if (algo == Algorithm::kHalvingDoubling && gather)
+    e = halvingDoublingOther(coll, s, shape, links);
+  else
+    return notApplicable("not an algorithm of this collective");
   if (e.reason[0] != '\0') return e;
   e.applies = true;
   e.us = e.latencyUs + e.wireUs + e.reduceUs;

@@ -1,37 +1,33 @@
-// Alpha-beta-gamma cost model of every AllReduce algorithm: a message costs
+// Alpha-beta-gamma cost model of every AllReduce algorithm (and of the other
+// collectives' Ring, OneShot and HalvingDoubling): a message costs
 // alpha (latency per hop) plus bytes times beta (time per byte on the link
 // it crosses), and a reduction costs bytes times gamma per input combined.
-// Pure functions of the communicator's shape and its link figures, so the
-// planner can rank algorithms by the model and the simulator (src/sim/)
-// can check its replayed schedules against the same formulas.
+// Pure functions of the communicator's shape and its link figures. The
+// planner ranks algorithms by these formulas and no others (algo.h,
+// chooseAlgorithm, on the figures of figures.h), and the simulator
+// (src/sim/) checks its replayed schedules against the same formulas.
 //
 // Two families of functions:
 //  - seedClosedForm: the textbook formulas with one alpha, one bandwidth and
 //    one gamma for every link (the survey's notation: N ranks, S bytes, n
 //    ranks per group, m groups);
-//  - estimateAllReduce / estimateEveryAlgorithm: the same schedules priced
-//    with the link each hop really crosses (within a node or between nodes)
-//    and the share of a NIC each concurrent flow gets.
+//  - estimateAllReduce / estimateCollective / estimateEveryAlgorithm: the
+//    same schedules priced with the link each hop really crosses (within a
+//    node or between nodes) and the share of a NIC each concurrent flow gets.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
+#include "tuning/kinds.h"
+
 namespace weft::tuning {
 
-// Every AllReduce the model prices. kRing, kTree and kOneShot are what Weft
-// runs today; the others are the textbook schedules.
-enum class ModelAlgo : int {
-  kRing = 0,          // ring reduce-scatter + allgather, 2(N-1) steps of S/N
-  kTree,              // double binary tree: two trees, each half the data, pipelined by chunk
-  kOneShot,           // every rank sends S to every other rank of its node, one step
-  kButterfly,         // recursive doubling: log2 N exchanges of S with rank ^ 2^i
-  kHalvingDoubling,   // Rabenseifner: reduce-scatter by halving, allgather by doubling
-  kHierarchicalRing,  // reduce-scatter in the node, ring allreduce across nodes per local index, allgather
-  kTorus2D,           // rows x columns: row reduce-scatter, column ring allreduce, row allgather
-  kCount
-};
+// Every algorithm the model prices: the planner's own (kinds.h). Ring, Tree
+// and OneShot are priced as Weft runs them, the others as their textbook
+// schedules (which Weft's run).
+using ModelAlgo = Algorithm;
 
 const char* modelAlgoName(ModelAlgo algo);  // "Ring", "Tree", "OneShot", "Butterfly", "HalvingDoubling", ...
 
@@ -70,6 +66,16 @@ using EveryEstimate = std::array<AlgoEstimate, static_cast<std::size_t>(ModelAlg
 
 // The model's estimate of one AllReduce of `bytes` per rank.
 AlgoEstimate estimateAllReduce(ModelAlgo algo, int64_t bytes, const CommShape& shape, const LinkFigures& links);
+
+// The model's estimate of one call of `coll` by `algo`: `bytes` is the
+// buffer of AllReduce, Broadcast and Reduce and all ranks' bytes of
+// AllGather and ReduceScatter (as the planner counts them). AllReduce is
+// estimateAllReduce; the others run Ring, OneShot (AllGather, ReduceScatter,
+// Broadcast on one node) and HalvingDoubling (AllGather, ReduceScatter).
+// The planner (algo.h, chooseAlgorithm) prices every candidate with this
+// function and nothing else.
+AlgoEstimate estimateCollective(CollKind coll, Algorithm algo, int64_t bytes, const CommShape& shape,
+                                const LinkFigures& links);
 
 // Every algorithm's estimate, indexed by ModelAlgo; entries with applies ==
 // false cannot run on this shape (e.g. OneShot across nodes, Torus2D with a

@@ -98,14 +98,12 @@ ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter) {
   if (!llOk) return {Protocol::kSimple, simpleOk ? "NCCL_PROTO excludes LL" : "NCCL_PROTO allows nothing Weft runs"};
   if (!simpleOk) return {Protocol::kLL, "NCCL_PROTO excludes Simple"};
   if (!in.llByDefault) return {Protocol::kSimple, "LL only on request on this backend"};
+  if (in.simpleUs >= 0 && in.llUs >= 0)
+    return in.llUs < in.simpleUs ? ProtoChoice{Protocol::kLL, "LL is cheaper by the model"}
+                                 : ProtoChoice{Protocol::kSimple, "Simple is cheaper by the model"};
   const int64_t limit = in.algo == Algorithm::kOneShot ? kLLMaxBytesOneShot : kLLMaxBytesRing;
   if (in.algo == Algorithm::kTree || in.bytes > limit) return {Protocol::kSimple, "Simple is faster at this size"};
   return {Protocol::kLL, "LL is faster at this size"};
-}
-
-double llEstimateUs(double simpleUs, int64_t bytes) {
-  if (bytes <= kLLMaxBytesRing) return simpleUs * 0.95;
-  return simpleUs * std::min(12.0, 1.0 + static_cast<double>(bytes) / 2800.0);
 }
 
 }  // namespace weft::tuning

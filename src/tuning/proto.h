@@ -42,7 +42,9 @@ class ProtoFilter {
 // backend (weft-perf allreduce, NCCL_PROTO=LL against Simple, 2 ranks as
 // threads, docs/performance.md): LL level with or ahead of Simple up to
 // 128 B, behind from 512 B (1.1x) and 2 KiB (1.7x). Sizes are all ranks'
-// bytes.
+// bytes. The planner prices both protocols with the cost model
+// (ProtoInputs::simpleUs, llUs; the default figures reproduce these
+// bounds on 2 ranks); the bounds decide only a call it did not price.
 constexpr int64_t kLLMaxBytesRing = 256;
 constexpr int64_t kLLMaxBytesOneShot = 256;
 
@@ -58,6 +60,10 @@ struct ProtoInputs {
   int64_t bytes = 0;         // all ranks' bytes, as for chooseAlgorithm
   bool llPossible = false;   // the backend runs LL and every link is within a node
   bool llByDefault = false;  // the backend picks LL by itself (else only when NCCL_PROTO allows LL and not Simple)
+  // The cost model's estimates of the call under each protocol (<0: not
+  // priced; the byte bounds above decide instead).
+  double simpleUs = -1;
+  double llUs = -1;
 };
 
 struct ProtoChoice {
@@ -65,13 +71,8 @@ struct ProtoChoice {
   const char* reason;
 };
 
-// LL's time for a call whose Simple estimate is simpleUs, by the ratio
-// measured on the host (docs/performance.md): level or slightly ahead up to
-// kLLMaxBytesRing, then about 1 + bytes / 2.8 KiB (1.2x at 512 B, 1.7x at
-// 2 KiB, 3.5x at 8 KiB), at most 12x. What a tuner plugin is offered for LL.
-double llEstimateUs(double simpleUs, int64_t bytes);
-
-// LL when it is possible, allowed and the message small; else Simple. LL128
+// LL when it is possible, allowed and cheaper by the model (or, where the
+// call was not priced, the message is small); else Simple. LL128
 // is never chosen: Weft does not implement it (on the host a 128-byte store
 // is not seen whole; on GPUs it is not built yet).
 ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter);

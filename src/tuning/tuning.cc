@@ -4,8 +4,9 @@
 
 namespace weft::tuning {
 
-int collChannels(int64_t bytes, const ChannelLimits& limits) {
-  int64_t wanted = (bytes + kBytesPerChannel - 1) / kBytesPerChannel;
+int collChannels(int64_t bytes, const ChannelLimits& limits, int64_t bytesPerChannel) {
+  const int64_t per = std::max<int64_t>(1, bytesPerChannel);
+  int64_t wanted = (bytes + per - 1) / per;
   return static_cast<int>(std::clamp<int64_t>(wanted, limits.minChannels, limits.maxChannels));
 }
 

@@ -13,11 +13,13 @@ struct ChannelLimits {
 };
 
 // Bytes of data each channel should have at least before another channel is
-// worth its start-up cost.
+// worth its start-up cost, by the built-in figures (TuningFigures::
+// bytesPerChannel: a channel's start-up over the copy bandwidth).
 constexpr int64_t kBytesPerChannel = 256 * 1024;
 
-// Channels for a collective moving `bytes` in total (the user buffer size).
-int collChannels(int64_t bytes, const ChannelLimits& limits);
+// Channels for a collective moving `bytes` in total (the user buffer size):
+// one per `bytesPerChannel` started, within the limits.
+int collChannels(int64_t bytes, const ChannelLimits& limits, int64_t bytesPerChannel = kBytesPerChannel);
 
 // Default highest channel count on the cuda backend.
 constexpr int kCudaDefaultMaxChannels = 16;

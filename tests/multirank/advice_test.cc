@@ -4,6 +4,9 @@
 // shm_fallback_test.cc, NCCL_DEBUG=WARN by log_test.cc.)
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -74,6 +77,38 @@ TEST(Advice, UnusableNetPluginNamedByNcclNetThenUnset) {
   initOnTwoNodes("libm.so.6", nullptr, true);         // the advice: a warning, and sockets
   initOnTwoNodes("none", nullptr, true);
   initOnTwoNodes(nullptr, nullptr, true);
+}
+
+// A tuning file that does not parse fails init on every rank with
+// ncclInvalidArgument naming the file, the line and what was expected;
+// fixing the line makes the communicator work.
+TEST(Advice, TuningFileLineNamed) {
+  char path[] = "/tmp/weft-tuning-advice-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto writeFile = [&](const char* text) {
+    FILE* f = std::fopen(path, "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  ScopedEnv file("WEFT_TUNING_FILE", path);
+  writeFile("version 1\n# comment\ncopy.gbs fast\n");
+  runRanksRaw(RankMode::kThreads, 2, [&](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    EXPECT_EQ(ncclCommInitRank(&comm, nranks, id, rank), ncclInvalidArgument);
+    const std::string why = ncclGetLastError(comm);
+    EXPECT_TRUE(contains(why, (std::string("WEFT_TUNING_FILE=") + path +
+                               ": line 3: copy.gbs \"fast\": expected a "
+                               "positive number")
+                                  .c_str()))
+        << why;
+    if (comm != nullptr) ncclCommAbort(comm);
+  });
+  writeFile("version 1\n# comment\ncopy.gbs 6.5\n");
+  runRanks(RankMode::kThreads, 2, [](RankContext& ctx) { expectAllReduceWorks(ctx.comm, ctx.nranks); });
+  unlink(path);
 }
 
 }  // namespace

@@ -253,5 +253,41 @@ TEST(Log, AllocLinesForMemAlloc) {
   EXPECT_EQ(linesWith(out, "NCCL INFO ncclMemAlloc: host memory Size 4096 pointer " + p).size(), 1u) << out;
 }
 
+// WEFT_TUNING_FILE: every rank says which figures it plans with and where
+// each comes from, and the calls run on them (as threads, then processes:
+// the link type within the node follows).
+TEST(Log, TuningFiguresAndTheirSource) {
+  char path[] = "/tmp/weft-tuning-test-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "# a test file\nversion 1\nthreads.simple.latency_us 0.75\nshm.simple.latency_us 0.8\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  for (RankMode mode : {RankMode::kThreads, RankMode::kProcesses}) {
+    const std::string out =
+        captureLog({{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "TUNING"}, {"WEFT_TUNING_FILE", path}},
+                   [mode] { runRanks(mode, 2, [](RankContext& ctx) { oneAllReduce(ctx); }); });
+    const std::vector<std::string> lines =
+        linesWith(out, std::string("cost model figures from WEFT_TUNING_FILE=") + path);
+    ASSERT_EQ(lines.size(), 2u) << out;  // one per rank
+    const bool threads = mode == RankMode::kThreads;
+    for (const std::string& line : lines) {
+      EXPECT_NE(line.find(threads ? "(links within a node: threads)" : "(links within a node: shared memory)"),
+                std::string::npos)
+          << line;
+      EXPECT_NE(line.find("threads.simple.latency_us 0.75 (file)"), std::string::npos) << line;
+      EXPECT_NE(line.find("shm.simple.latency_us 0.8 (file)"), std::string::npos) << line;
+      EXPECT_NE(line.find("copy.gbs 8 (default)"), std::string::npos) << line;
+    }
+    // The per-call estimates follow (the choice's line).
+    EXPECT_FALSE(linesWith(out, "AllReduce 16 bytes: ").empty()) << out;
+  }
+  // Unset: the built-in figures, said so.
+  const std::string plain =
+      captureLog({{"NCCL_DEBUG", "INFO"}, {"NCCL_DEBUG_SUBSYS", "TUNING"}}, [] { twoRanks(oneAllReduce); });
+  EXPECT_EQ(linesWith(plain, "cost model figures from built-in defaults (host backend)").size(), 2u) << plain;
+  unlink(path);
+}
+
 }  // namespace
 }  // namespace weft::test

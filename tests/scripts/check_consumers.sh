@@ -74,7 +74,7 @@ for pc in nccl weft; do
 done
 
 echo "tools in $prefix/bin (no LD_LIBRARY_PATH):"
-for tool in weft-demo weft-perf weft-topo weft-params weft-sim; do
+for tool in weft-demo weft-perf weft-topo weft-params weft-sim weft-tune; do
   [ -x "$prefix/bin/$tool" ] || { echo "missing $prefix/bin/$tool"; exit 1; }
   resolved=$(ldd "$prefix/bin/$tool" | awk '$1 == "libnccl.so.2" {print $3}')
   if [ -n "$resolved" ] && [ "$(readlink -f "$resolved")" != "$(readlink -f "$lib/libnccl.so.2")" ]; then

@@ -13,7 +13,7 @@ ncclVersion=$(awk '/^#define NCCL_(MAJOR|MINOR|PATCH) /{v = v (v ? "." : "") $3}
 for f in include/nccl.h include/weft.h "lib/libnccl.so.$ncclVersion" lib/libnccl.so.2 lib/libnccl.so lib/libweft.so \
          lib/cmake/NCCL/NCCLConfig.cmake lib/cmake/NCCL/NCCLConfigVersion.cmake lib/cmake/Weft/WeftConfig.cmake \
          lib/cmake/Weft/WeftConfigVersion.cmake lib/cmake/Weft/WeftTargets.cmake lib/pkgconfig/nccl.pc \
-         lib/pkgconfig/weft.pc bin/weft-demo bin/weft-perf bin/weft-topo bin/weft-params bin/weft-sim share/doc/weft/LICENSE; do
+         lib/pkgconfig/weft.pc bin/weft-demo bin/weft-perf bin/weft-topo bin/weft-params bin/weft-sim bin/weft-tune share/doc/weft/LICENSE; do
   [ -e "$prefix/$f" ] || { echo "missing $prefix/$f"; exit 1; }
 done
 # One real library file; every other name is a link to it.

@@ -80,5 +80,36 @@ TEST(Estimate, CheapestFollowsSizeAndMask) {
   EXPECT_NE(cheapestAlgorithm(large), ModelAlgo::kButterfly);
 }
 
+// The other collectives, one node of 4 ranks, one link type (alpha 1 us,
+// 1 byte per ns, gamma 1 ns per byte), S = 4000 bytes of all ranks.
+TEST(Estimate, OtherCollectivesWorkedByHand) {
+  const CommShape four{4, 1, 4, 0, 0};
+  auto us = [&](CollKind coll, Algorithm algo) {
+    const AlgoEstimate e = estimateCollective(coll, algo, 4000, four, uniformLinks());
+    EXPECT_TRUE(e.applies) << collKindName(coll) << " " << algorithmName(algo) << ": " << e.reason;
+    return e.us;
+  };
+  // Ring: 3 steps of S/4 (+ the combining of 3/4 S).
+  EXPECT_DOUBLE_EQ(us(CollKind::kAllGather, Algorithm::kRing), 3 + 3);
+  EXPECT_DOUBLE_EQ(us(CollKind::kReduceScatter, Algorithm::kRing), 3 + 3 + 3);
+  // A pipelined chain of 3 hops carrying S once (Reduce combines S).
+  EXPECT_DOUBLE_EQ(us(CollKind::kBroadcast, Algorithm::kRing), 3 + 4);
+  EXPECT_DOUBLE_EQ(us(CollKind::kReduce, Algorithm::kRing), 3 + 4 + 4);
+  // One-shot: one hand-off; the broadcast root writes 3 copies.
+  EXPECT_DOUBLE_EQ(us(CollKind::kAllGather, Algorithm::kOneShot), 1 + 3);
+  EXPECT_DOUBLE_EQ(us(CollKind::kBroadcast, Algorithm::kOneShot), 1 + 12);
+  // Halving-doubling: 2 rounds moving 3/4 S in all.
+  EXPECT_DOUBLE_EQ(us(CollKind::kAllGather, Algorithm::kHalvingDoubling), 2 + 3);
+  EXPECT_DOUBLE_EQ(us(CollKind::kReduceScatter, Algorithm::kHalvingDoubling), 2 + 3 + 3);
+  // AllReduce is estimateAllReduce; what a collective has no schedule for is refused.
+  EXPECT_DOUBLE_EQ(estimateCollective(CollKind::kAllReduce, Algorithm::kRing, 4000, four, uniformLinks()).us,
+                   estimateAllReduce(Algorithm::kRing, 4000, four, uniformLinks()).us);
+  EXPECT_FALSE(estimateCollective(CollKind::kBroadcast, Algorithm::kTree, 4000, four, uniformLinks()).applies);
+  EXPECT_FALSE(estimateCollective(CollKind::kReduce, Algorithm::kOneShot, 4000, four, uniformLinks()).applies);
+  EXPECT_FALSE(
+      estimateCollective(CollKind::kAllGather, Algorithm::kOneShot, 4000, CommShape{4, 2, 2, 0, 0}, uniformLinks())
+          .applies);
+}
+
 }  // namespace
 }  // namespace weft::tuning
