@@ -115,8 +115,10 @@ char* PeerSegments::map(const SharedSpan& span, std::string* why) {
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != span.segment ||
       static_cast<uint64_t>(st.st_size) != span.segBytes) {
     close(fd);
-    *why = strFormat("%s is not the segment posted (inode %llu, %llu bytes)", path.c_str(),
-                     static_cast<unsigned long long>(span.segment), static_cast<unsigned long long>(span.segBytes));
+    *why = strFormat("%s is not the segment posted (inode %llu, %llu bytes; found inode %llu, %lld bytes)",
+                     path.c_str(), static_cast<unsigned long long>(span.segment),
+                     static_cast<unsigned long long>(span.segBytes), static_cast<unsigned long long>(st.st_ino),
+                     static_cast<long long>(st.st_size));
     return nullptr;
   }
   // MAP_POPULATE: the pages exist (the owner writes its buffer); mapping them

@@ -158,9 +158,12 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   template <bool Send, bool Dst>
   static constexpr int kVerbMaxDsts = (Dst ? 1 : 0) + (Send ? kMaxSend : 0);
 
-  // The consumer's post: the fields first, the number last (release), so a
-  // producer that sees the number sees the fields of that call.
+  // The consumer's post of its n-th direct call, under a sequence lock:
+  // directSeq = 2n - 1 (busy), the fields, then directSeq = 2n (release). A
+  // producer that reads 2n before and after the fields read them whole.
   WEFT_HD void postDirect(FifoEnd& end, T* ownBase, const DirectPost& post) {
+    storeRelaxed(end.directSeq, 2 * end.directCalls - 1);
+    fenceRelease();  // the busy mark before any field changes
     storeRelaxed(end.directBase, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ownBase)));
     if (end.reach == kReachShared) {
       FifoControl* control = fifoControl(end);
@@ -169,32 +172,41 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       storeRelaxed(&control->directSegBytes, post.segBytes);
       storeRelaxed(&control->directOwner, post.owner);
     }
-    storeRelease(end.directSeq, end.directCalls);
+    storeRelease(end.directSeq, 2 * end.directCalls);
   }
 
-  // Each send link's post is read once per call, after its number matched
-  // (acquire): then the way to write is fixed for the whole call.
+  // Each send link's post is read once per call; then the way to write is
+  // fixed for the whole call. A sequence past this call's means the consumer
+  // already finished it: it needed no step of ours on this link (it could
+  // not finish without them), so nothing will be written there; slots.
   WEFT_HD bool peersPosted() {
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
       if (resolved_[i]) continue;
-      if (loadAcquire(send_[i].directSeq) != send_[i].directCalls) return false;
-      peerAddr_[i] = loadRelaxed(send_[i].directBase);
-      way_[i] = DirectWay::kPointer;
+      const uint64_t want = 2 * send_[i].directCalls;
+      const uint64_t seq = loadAcquire(send_[i].directSeq);
+      if (seq < want) return false;
+      resolved_[i] = true;
+      way_[i] = DirectWay::kSlot;
+      if (seq > want) continue;
+      const uint64_t base = loadRelaxed(send_[i].directBase);
+      DirectPost post{base, 0, 0, 0, 0};
       if (send_[i].reach == kReachShared) {
         const FifoControl* control = fifoControl(send_[i]);
-        const DirectPost post{peerAddr_[i], loadRelaxed(&control->directSegment),
-                              loadRelaxed(&control->directSegOffset), loadRelaxed(&control->directSegBytes),
-                              loadRelaxed(&control->directOwner)};
-        way_[i] = coop_.resolveDirect(send_[i].peer, post, &peerAddr_[i]);
+        post = DirectPost{base, loadRelaxed(&control->directSegment), loadRelaxed(&control->directSegOffset),
+                          loadRelaxed(&control->directSegBytes), loadRelaxed(&control->directOwner)};
       }
-      resolved_[i] = true;
+      fenceAcquire();  // the fields' loads before the second look at the number
+      if (loadRelaxed(send_[i].directSeq) != want) continue;  // torn: the consumer moved on (see above)
+      peerAddr_[i] = base;
+      way_[i] = send_[i].reach == kReachShared ? coop_.resolveDirect(send_[i].peer, post, &peerAddr_[i])
+                                                : DirectWay::kPointer;
     }
     return true;
   }
 
   WEFT_HD WaitSite firstUnposted() {
     for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-      if (!resolved_[i] && loadAcquire(send_[i].directSeq) != send_[i].directCalls)
+      if (!resolved_[i] && loadAcquire(send_[i].directSeq) < 2 * send_[i].directCalls)
         return WaitSite{send_[i].peer, 1, channel_};
     return WaitSite{-1, 1, channel_};
   }

@@ -32,7 +32,9 @@ class Buffer {
       EXPECT_EQ(ncclMemAlloc(&data_, bytes), ncclSuccess) << ncclGetLastError(nullptr);
     } else {
       data_ = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-      if (source == Source::kRegisteredPrivate) EXPECT_EQ(ncclCommRegister(comm, data_, bytes, &handle_), ncclSuccess);
+      if (source == Source::kRegisteredPrivate) {
+        EXPECT_EQ(ncclCommRegister(comm, data_, bytes, &handle_), ncclSuccess);
+      }
     }
   }
   ~Buffer() {
@@ -40,7 +42,9 @@ class Buffer {
       EXPECT_EQ(ncclMemFree(data_), ncclSuccess);
       return;
     }
-    if (handle_ != nullptr) EXPECT_EQ(ncclCommDeregister(comm_, handle_), ncclSuccess);
+    if (handle_ != nullptr) {
+      EXPECT_EQ(ncclCommDeregister(comm_, handle_), ncclSuccess);
+    }
     std::free(data_);
   }
   Buffer(const Buffer&) = delete;
