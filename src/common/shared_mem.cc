@@ -101,13 +101,15 @@ size_t PeerSegments::mapped() const {
   return entries_.size();
 }
 
-char* PeerSegments::map(const SharedSpan& span, std::string* why) {
+char* PeerSegments::map(const SharedSpan& span, std::string* why, bool* gone) {
+  *gone = false;
   std::lock_guard<std::mutex> lock(mutex_);
   for (const Entry& e : entries_)
     if (e.segment == span.segment && e.pid == span.pid && e.bytes == span.segBytes) return e.base;
   const std::string path = strFormat("/proc/%d/fd/%d", span.pid, span.fd);
   const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
+    *gone = errno == ENOENT;
     *why = strFormat("open(%s): %s", path.c_str(), strerror(errno));
     return nullptr;
   }
@@ -115,6 +117,7 @@ char* PeerSegments::map(const SharedSpan& span, std::string* why) {
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != span.segment ||
       static_cast<uint64_t>(st.st_size) != span.segBytes) {
     close(fd);
+    *gone = true;  // the fd number now names another file
     *why = strFormat("%s is not the segment posted (inode %llu, %llu bytes; found inode %llu, %lld bytes)",
                      path.c_str(), static_cast<unsigned long long>(span.segment),
                      static_cast<unsigned long long>(span.segBytes), static_cast<unsigned long long>(st.st_ino),

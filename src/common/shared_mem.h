@@ -55,8 +55,10 @@ class PeerSegments {
   PeerSegments(const PeerSegments&) = delete;
   PeerSegments& operator=(const PeerSegments&) = delete;
 
-  // The segment's base in this process, or null with *why set (logged by the caller).
-  char* map(const SharedSpan& span, std::string* why);
+  // The segment's base in this process, or null with *why set (logged by the
+  // caller). *gone: the owner no longer holds the segment (freed: it is past
+  // the call that posted it), not an error.
+  char* map(const SharedSpan& span, std::string* why, bool* gone);
   size_t mapped() const;
 
  private:

@@ -42,11 +42,15 @@ device::DirectWay DirectPeers::resolve(int peer, const device::DirectPost& post,
     span.pid = static_cast<int32_t>(pid);
     span.fd = static_cast<int32_t>(post.owner & 0xffffffffu);
     std::string why;
-    if (char* base = segments_.map(span, &why)) {
+    bool gone = false;
+    if (char* base = segments_.map(span, &why, &gone)) {
       *addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base + post.segOffset));
       mapped_.fetch_add(1, std::memory_order_relaxed);
       return device::DirectWay::kPointer;
     }
+    // Freed by its owner: the owner finished the call that posted it without
+    // a step from us on this link, so nothing will be written; not counted.
+    if (gone) return device::DirectWay::kSlot;
     std::lock_guard<std::mutex> lock(mutex_);
     if (!mapFailureLogged_[static_cast<size_t>(peer)]) {
       mapFailureLogged_[static_cast<size_t>(peer)] = true;
@@ -91,6 +95,9 @@ bool DirectPeers::crossMemoryAllowed(int peer, pid_t pid, uint64_t probeAddr) {
     uint64_t word = 0;
     const int err = refuseForTest_ ? EPERM : crossMemoryRead(pid, &word, probeAddr, 1);
     pids_[static_cast<size_t>(peer)] = pid;
+    // EFAULT: the buffer is gone (its owner finished the call without a
+    // step of ours, and freed it): no verdict on the kernel; ask next time.
+    if (err == EFAULT) return false;
     if (err != 0) {
       state = Cma::kRefused;
       WEFT_INFO(log::kShm, "rank %d: cross-memory attach to rank %d (pid %d) refused (%s): the FIFO carries its data",
