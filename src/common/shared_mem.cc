@@ -118,10 +118,10 @@ char* PeerSegments::map(const SharedSpan& span, std::string* why, bool* gone) {
       static_cast<uint64_t>(st.st_size) != span.segBytes) {
     close(fd);
     *gone = true;  // the fd number now names another file
-    *why = strFormat("%s is not the segment posted (inode %llu, %llu bytes; found inode %llu, %lld bytes)",
-                     path.c_str(), static_cast<unsigned long long>(span.segment),
-                     static_cast<unsigned long long>(span.segBytes), static_cast<unsigned long long>(st.st_ino),
-                     static_cast<long long>(st.st_size));
+    *why =
+        strFormat("%s is not the segment posted (inode %llu, %llu bytes; found inode %llu, %lld bytes)", path.c_str(),
+                  static_cast<unsigned long long>(span.segment), static_cast<unsigned long long>(span.segBytes),
+                  static_cast<unsigned long long>(st.st_ino), static_cast<long long>(st.st_size));
     return nullptr;
   }
   // MAP_POPULATE: the pages exist (the owner writes its buffer); mapping them

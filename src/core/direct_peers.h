@@ -28,10 +28,10 @@
 namespace weft::core {
 
 struct DirectCounts {
-  uint64_t mapped = 0;       // link-calls written through a mapped segment
-  uint64_t crossMemory = 0;  // link-calls written by cross-memory attach
-  uint64_t slots = 0;        // link-calls between processes that went through the slots
-  uint64_t refusedSteps = 0; // cross-memory writes the kernel refused (sent by slot instead)
+  uint64_t mapped = 0;        // link-calls written through a mapped segment
+  uint64_t crossMemory = 0;   // link-calls written by cross-memory attach
+  uint64_t slots = 0;         // link-calls between processes that went through the slots
+  uint64_t refusedSteps = 0;  // cross-memory writes the kernel refused (sent by slot instead)
 };
 
 class DirectPeers final : public device::HostDirect {

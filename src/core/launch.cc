@@ -42,8 +42,7 @@ PlanInputs planInputs(const Comm& comm) {
   in.llPossible = comm.nnodes == 1 && !comm.proxy;
   in.llByDefault = comm.backend == weftBackendHost;
   in.llSumOnly = comm.backend != weftBackendHost;
-  in.directPossible =
-      comm.directAllowed && comm.backend == weftBackendHost && comm.nnodes == 1;
+  in.directPossible = comm.directAllowed && comm.backend == weftBackendHost && comm.nnodes == 1;
   in.checkCalls = comm.checkCalls;
   in.firstSeq = comm.collSeq;
   return in;

@@ -195,11 +195,11 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         post = DirectPost{base, loadRelaxed(&control->directSegment), loadRelaxed(&control->directSegOffset),
                           loadRelaxed(&control->directSegBytes), loadRelaxed(&control->directOwner)};
       }
-      fenceAcquire();  // the fields' loads before the second look at the number
+      fenceAcquire();                                         // the fields' loads before the second look at the number
       if (loadRelaxed(send_[i].directSeq) != want) continue;  // torn: the consumer moved on (see above)
       peerAddr_[i] = base;
       way_[i] = send_[i].reach == kReachShared ? coop_.resolveDirect(send_[i].peer, post, &peerAddr_[i])
-                                                : DirectWay::kPointer;
+                                               : DirectWay::kPointer;
     }
     return true;
   }
@@ -272,8 +272,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         for (int i = 0; i < kMaxRecv && i < nr; ++i) {
           if (i == ownPos) srcs[nSrcs++] = src + offset;
           // A direct receive found its data already in place at dst.
-          srcs[nSrcs++] =
-              DirectRecv && recvIsDirect(i) ? dst + offset : reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+          srcs[nSrcs++] = DirectRecv && recvIsDirect(i) ? dst + offset : reinterpret_cast<const T*>(fifoSlot(recv_[i]));
         }
         if (Src && ownPos == nr) srcs[nSrcs++] = src + offset;
         if (Dst) dsts[nDsts++] = dst + offset;

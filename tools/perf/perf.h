@@ -52,7 +52,7 @@ struct Options {
   int ranksPerThread = 1;     // -g: communicators each thread drives, every call in one group
   int cudaGraphs = 0;         // -G: replays of the timed iterations captured as one CUDA graph
   Output output = Output::kTable;
-  std::string idFile;  // external launchers: where rank 0 leaves the unique id
+  std::string idFile;           // external launchers: where rank 0 leaves the unique id
   int registerMode = 0;         // -R: 0 none, 1 ncclCommRegister, 2 ncclCommWindowRegister
   bool privateBuffers = false;  // --private-buffers: host buffers not from ncclMemAlloc
 };

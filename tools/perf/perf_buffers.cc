@@ -45,10 +45,9 @@ Buffers::Buffers(ncclComm_t comm, size_t sendBytes, size_t recvBytes, int regist
   for (int i = 0; i < 2 && registerMode_ != 0; ++i) {
     if (buffers[i] == nullptr) continue;
     const ncclResult_t rc =
-        registerMode_ == 1
-            ? ncclCommRegister(comm, buffers[i], sizes[i], &handles_[i])
-            : ncclCommWindowRegister(comm, buffers[i], sizes[i], reinterpret_cast<ncclWindow_t*>(&handles_[i]),
-                                     NCCL_WIN_DEFAULT);
+        registerMode_ == 1 ? ncclCommRegister(comm, buffers[i], sizes[i], &handles_[i])
+                           : ncclCommWindowRegister(comm, buffers[i], sizes[i],
+                                                    reinterpret_cast<ncclWindow_t*>(&handles_[i]), NCCL_WIN_DEFAULT);
     if (rc != ncclSuccess) {
       handles_[i] = nullptr;
       send_ = recv_ = nullptr;  // not ok(): the caller reports it (the memory stays allocated: a failed run exits)
