@@ -3,7 +3,10 @@
 # side in one run: 8 B AllReduce latency under Simple and LL (2 and 4 ranks,
 # threads and processes), 64 MiB AllReduce bus bandwidth with and without
 # direct mode (ranks as threads) against memcpy bandwidth, and the cache-line
-# ping-pong. Each configuration runs RUNS times (default 5), the runs
+# ping-pong, and 64 MiB AllReduce between 2 PROCESSES: FIFO (WEFT_DIRECT=0),
+# direct into ncclMemAlloc buffers (mapped segments, -R 1: registered), and
+# direct into private buffers by cross-memory attach (WEFT_CMA=1) or the FIFO
+# (WEFT_CMA=0). Each configuration runs RUNS times (default 5), the runs
 # interleaved; the table gives the median of the per-run figures. Times are
 # the slowest rank's (weft-perf -a 3), each run the median of its iterations.
 # Usage: bench/proto_table.sh [build-dir]
@@ -35,6 +38,11 @@ for ((r = 0; r < runs; r++)); do
   for direct in 0 1; do
     perf "bw-direct$direct" 8 WEFT_DIRECT=$direct -- -b 64M -e 64M -n 10 -w 2 -np 2 --threads
   done
+  big=(-b 64M -e 64M -n 10 -w 2 -np 2)
+  perf bw-procs-fifo 8 WEFT_DIRECT=0 -- "${big[@]}"
+  perf bw-procs-mapped 8 WEFT_DIRECT=1 -- "${big[@]}" -R 1
+  perf bw-procs-cma 8 WEFT_DIRECT=1 WEFT_CMA=1 -- "${big[@]}" --private-buffers
+  perf bw-procs-private 8 WEFT_DIRECT=1 WEFT_CMA=0 -- "${big[@]}" --private-buffers
   "$build/bin/memcpy_bw" 10 | awk '$1 == 67108864 {print $3}' >>"$tmp/memcpy"
   "$build/bin/pingpong" 100000 5 | awk '/hand-off/ {print $(NF-1)}' >>"$tmp/handoff"
 done
@@ -52,3 +60,10 @@ printf '\n| 64 MiB AllReduce, 2 ranks (threads) | bus GB/s | / memcpy |\n|---|--
 printf '| memcpy | %s | 1.00 |\n' "$m"
 printf '| FIFO (WEFT_DIRECT=0) | %s | %.2f |\n' "$d0" "$(echo "$d0 / $m" | bc -l)"
 printf '| direct (WEFT_DIRECT=1) | %s | %.2f |\n' "$d1" "$(echo "$d1 / $m" | bc -l)"
+pf=$(median <"$tmp/bw-procs-fifo"); pm=$(median <"$tmp/bw-procs-mapped")
+pc=$(median <"$tmp/bw-procs-cma"); pp=$(median <"$tmp/bw-procs-private")
+printf '\n| 64 MiB AllReduce, 2 ranks (processes) | bus GB/s | / memcpy |\n|---|---:|---:|\n'
+printf '| FIFO (WEFT_DIRECT=0, ncclMemAlloc buffers) | %s | %.2f |\n' "$pf" "$(echo "$pf / $m" | bc -l)"
+printf '| direct, mapped segments (ncclMemAlloc, -R 1) | %s | %.2f |\n' "$pm" "$(echo "$pm / $m" | bc -l)"
+printf '| direct, cross-memory attach (private buffers, WEFT_CMA=1) | %s | %.2f |\n' "$pc" "$(echo "$pc / $m" | bc -l)"
+printf '| private buffers, WEFT_CMA=0 (FIFO) | %s | %.2f |\n' "$pp" "$(echo "$pp / $m" | bc -l)"

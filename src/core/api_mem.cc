@@ -4,6 +4,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "common/shared_mem.h"
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/cuda_backend.h"
@@ -31,8 +32,11 @@ constexpr size_t kPageBytes = 4096;
 namespace weft::core {
 
 // A registration handle: records what was registered so deregistration can
-// be checked. The host backend reaches every host buffer directly, so
-// registration is accepted and changes nothing on the data path.
+// be checked. On the host backend registration changes nothing on the data
+// path: direct mode between processes finds ncclMemAlloc memory by address
+// (the segment table) whether registered or not, and reaches other buffers
+// by cross-memory attach where enabled, else through the FIFO
+// (docs/fifo-protocol.md, "Direct mode between processes").
 struct Registration {
   uint64_t magic;
   ncclComm_t comm;
@@ -49,7 +53,9 @@ struct ncclWindow : Registration {};
 namespace {
 
 // Device memory when communicators made now would run on the cuda backend
-// (NCCL's behaviour), page-aligned host memory otherwise.
+// (NCCL's behaviour); otherwise a shareable segment (common/shared_mem.h)
+// that local peers in other processes can map, or page-aligned private
+// memory where segments cannot be made.
 weft::Status memAlloc(void** ptr, size_t size) {
   if (ptr == nullptr)
     return weft::errorStatus(ncclInvalidArgument, "ptr is NULL, expected a pointer to store the address");
@@ -61,6 +67,14 @@ weft::Status memAlloc(void** ptr, size_t size) {
     WEFT_INFO(weft::log::kAlloc, "ncclMemAlloc: cudaMalloc Size %zu pointer %p", size, *ptr);
     return weft::okStatus();
   }
+  weft::Result<void*> shared = weft::sharedAlloc(size);
+  if (shared.ok()) {
+    *ptr = shared.value();
+    WEFT_INFO(weft::log::kAlloc, "ncclMemAlloc: shared host memory Size %zu pointer %p", size, *ptr);
+    return weft::okStatus();
+  }
+  WEFT_INFO(weft::log::kAlloc, "ncclMemAlloc: no shareable segment (%s); private host memory",
+            shared.status().message().c_str());
   void* p = nullptr;
   const size_t rounded = (size + kPageBytes - 1) / kPageBytes * kPageBytes;
   if (posix_memalign(&p, kPageBytes, rounded) != 0 || p == nullptr)
@@ -74,6 +88,7 @@ weft::Status memAlloc(void** ptr, size_t size) {
 
 weft::Status memFree(void* ptr) {
   if (ptr == nullptr) return weft::okStatus();
+  if (weft::sharedFree(ptr)) return weft::okStatus();
   {
     std::lock_guard<std::mutex> lock(allocations().mutex);
     if (allocations().live.erase(ptr) != 0) {

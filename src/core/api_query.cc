@@ -5,6 +5,7 @@
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/cuda_backend.h"
+#include "core/direct_peers.h"
 #include "transport/transport.h"
 #include "weft.h"
 
@@ -109,6 +110,15 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
         const auto& next = ch.send[static_cast<size_t>(ch.ring.next)];
         text += weft::strFormat(" (to %d via %s)", ch.ring.next, next ? next->transport->name() : "?");
       }
+    }
+    if (c->directPeers) {
+      const DirectCounts d = c->directPeers->counts();
+      text += weft::strFormat(
+          "; direct between processes: %llu link-calls mapped, %llu by cross-memory attach, %llu through the FIFO, "
+          "%llu refused steps, %zu peer segments mapped",
+          static_cast<unsigned long long>(d.mapped), static_cast<unsigned long long>(d.crossMemory),
+          static_cast<unsigned long long>(d.slots), static_cast<unsigned long long>(d.refusedSteps),
+          c->directPeers->mappedSegments());
     }
     std::snprintf(buf, len, "%s", text.c_str());
     return weft::okStatus();

@@ -3,6 +3,7 @@
 #include "common/params.h"
 #include "core/comm_registry.h"
 #include "core/cuda_backend.h"
+#include "core/direct_peers.h"
 #include "core/host_executor.h"
 
 namespace weft::core {

@@ -35,6 +35,7 @@
 namespace weft::core {
 
 class HostExecutor;
+class DirectPeers;
 
 // What every rank tells the others at init (fixed-size, exchanged by allGather).
 struct PeerInfo {
@@ -183,6 +184,9 @@ struct Comm {
   RedOpTable ops;
 
   std::vector<pid_t> peerPids;  // local peer processes to watch while waiting, else 0
+  // Direct mode between processes (host backend); outlives the executor,
+  // whose threads use it through waitConfig.direct.
+  std::unique_ptr<DirectPeers> directPeers;
   device::HostWaitConfig waitConfig;
   std::unique_ptr<HostExecutor> executor;
   // Created with the first network connection; drives every net link.

@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/connect.h"
 #include "core/cuda_backend.h"
+#include "core/direct_peers.h"
 #include "core/failure.h"
 #include "core/host_executor.h"
 #include "tuning/tuning.h"
@@ -163,6 +164,11 @@ void setupWaiting(Comm* comm) {
   comm->waitConfig.peerCheckNs = std::max<int64_t>(1, param::peerCheckMs()) * 1000000ll;
   comm->waitConfig.peerPids = comm->peerPids.data();
   comm->waitConfig.nranks = comm->nranks;
+  if (comm->backend == weftBackendHost) {
+    comm->directPeers =
+        std::make_unique<DirectPeers>(comm->rank, comm->nranks, param::cma() != 0, param::cmaTestRefuse() != 0);
+    comm->waitConfig.direct = comm->directPeers.get();
+  }
 }
 
 }  // namespace

@@ -17,13 +17,6 @@
 namespace weft::core {
 namespace {
 
-bool allRanksInProcess(const Comm& comm) {
-  const uint64_t mine = comm.peers[static_cast<size_t>(comm.rank)].processHash;
-  for (const PeerInfo& peer : comm.peers)
-    if (peer.processHash != mine) return false;
-  return true;
-}
-
 PlanInputs planInputs(const Comm& comm) {
   PlanInputs in{comm.rank,        comm.nranks,    static_cast<int>(comm.channels.size()),
                 comm.minChannels, comm.stepBytes, comm.chunkSteps};
@@ -51,8 +44,7 @@ PlanInputs planInputs(const Comm& comm) {
   in.llPossible = comm.nnodes == 1 && !comm.proxy;
   in.llByDefault = comm.backend == weftBackendHost;
   in.llSumOnly = comm.backend != weftBackendHost;
-  in.directPossible =
-      comm.directAllowed && comm.backend == weftBackendHost && comm.nnodes == 1 && allRanksInProcess(comm);
+  in.directPossible = comm.directAllowed && comm.backend == weftBackendHost && comm.nnodes == 1;
   in.checkCalls = comm.checkCalls;
   in.firstSeq = comm.collSeq;
   return in;

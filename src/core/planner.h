@@ -44,8 +44,9 @@ struct PlanInputs {
   bool llPossible = false;
   bool llByDefault = false;
   bool llSumOnly = false;  // the backend has LL kernels for the sum and data-only calls only
-  // Every rank is a thread of this process and the backend has direct mode:
-  // large ring calls write straight into the peers' user buffers.
+  // One node and a backend with direct mode: large ring calls write straight
+  // into the peers' user buffers where a link reaches them (threads; processes
+  // through mapped segments or cross-memory attach), else through the slots.
   bool directPossible = false;
   bool torusAvailable = false;     // the backend runs the 2D torus and the communicator has a grid
   tuning::TorusShape torus{0, 0};  // its rows and columns

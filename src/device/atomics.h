@@ -51,4 +51,21 @@ WEFT_HD void storeRelaxed(T* ptr, T value) {
 #endif
 }
 
+// Fences for the direct-mode mailbox's sequence lock (prims_simple.h).
+WEFT_HD void fenceRelease() {
+#if WEFT_DEVICE_PASS
+  cuda::atomic_thread_fence(cuda::memory_order_release, cuda::thread_scope_system);
+#else
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+}
+
+WEFT_HD void fenceAcquire() {
+#if WEFT_DEVICE_PASS
+  cuda::atomic_thread_fence(cuda::memory_order_acquire, cuda::thread_scope_system);
+#else
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
 }  // namespace weft::device

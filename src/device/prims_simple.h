@@ -105,24 +105,36 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     genericOp<true, true, true, true, false, true>(src, dst, n, true, post);
   }
 
-  // Enters direct mode for one call whose outputs lie in ownBase's buffer.
-  // Receive links in one address space post ownBase with the next sequence
-  // number: the buffer is ready for this call, since the call has begun.
-  // Send links wait for their peer's post of the same number before any
-  // write reaches its buffer. Every rank of a direct call calls this on the
-  // same links, so the sequence numbers agree. False when the wait failed.
-  WEFT_HD bool beginDirect(T* ownBase) {
+  // Enters direct mode for one call whose outputs are the ownElems elements
+  // at ownBase. Receive links with a shared mailbox post the buffer with the
+  // next sequence number: it is ready for this call, since the call has
+  // begun. Send links wait for their peer's post of the same number before
+  // any write reaches its buffer. Every rank of a direct call calls this on
+  // the same links, so the sequence numbers agree. False when the wait failed.
+  // Between processes (kReachShared) the post also says where the buffer
+  // lies (Coop::describeDirect) and the producer picks its way to write
+  // there (Coop::resolveDirect): through its mapping of the consumer's
+  // segment, by cross-memory attach, or through the slots.
+  WEFT_HD bool beginDirect(T* ownBase, int64_t ownElems) {
     direct_ = true;
     ownBase_ = ownBase;
+    bool described = false;
+    DirectPost post{};
     for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
-      if (!recv_[i].sameProcess) continue;
+      if (recv_[i].reach == kReachNone) continue;
       recv_[i].directCalls += 1;
       if (!coop_.leader()) continue;
-      storeRelaxed(recv_[i].directBase, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ownBase)));
-      storeRelease(recv_[i].directSeq, recv_[i].directCalls);  // the base before the number
+      if (recv_[i].reach == kReachShared && !described) {
+        post = coop_.describeDirect(ownBase, static_cast<uint64_t>(ownElems) * sizeof(T));
+        described = true;
+      }
+      postDirect(recv_[i], ownBase, post);
     }
-    for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-      if (send_[i].sameProcess) send_[i].directCalls += 1;
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
+      way_[i] = DirectWay::kSlot;
+      resolved_[i] = send_[i].reach == kReachNone;
+      if (send_[i].reach != kReachNone) send_[i].directCalls += 1;
+    }
     return coop_.waitUntil([&] { return peersPosted(); }, [&] { return firstUnposted(); });
   }
 
@@ -146,24 +158,72 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   template <bool Send, bool Dst>
   static constexpr int kVerbMaxDsts = (Dst ? 1 : 0) + (Send ? kMaxSend : 0);
 
+  // The consumer's post of its n-th direct call, under a sequence lock:
+  // directSeq = 2n - 1 (busy), the fields, then directSeq = 2n (release). A
+  // producer that reads 2n before and after the fields read them whole.
+  WEFT_HD void postDirect(FifoEnd& end, T* ownBase, const DirectPost& post) {
+    storeRelaxed(end.directSeq, 2 * end.directCalls - 1);
+    fenceRelease();  // the busy mark before any field changes
+    storeRelaxed(end.directBase, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(ownBase)));
+    if (end.reach == kReachShared) {
+      FifoControl* control = fifoControl(end);
+      storeRelaxed(&control->directSegment, post.segment);
+      storeRelaxed(&control->directSegOffset, post.segOffset);
+      storeRelaxed(&control->directSegBytes, post.segBytes);
+      storeRelaxed(&control->directOwner, post.owner);
+    }
+    storeRelease(end.directSeq, 2 * end.directCalls);
+  }
+
+  // Each send link's post is read once per call; then the way to write is
+  // fixed for the whole call. A sequence past this call's means the consumer
+  // already finished it: it needed no step of ours on this link (it could
+  // not finish without them), so nothing will be written there; slots.
   WEFT_HD bool peersPosted() {
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
-      if (!send_[i].sameProcess) continue;
-      if (loadAcquire(send_[i].directSeq) != send_[i].directCalls) return false;
-      peerBase_[i] = reinterpret_cast<T*>(static_cast<uintptr_t>(loadRelaxed(send_[i].directBase)));
+      if (resolved_[i]) continue;
+      const uint64_t want = 2 * send_[i].directCalls;
+      const uint64_t seq = loadAcquire(send_[i].directSeq);
+      if (seq < want) return false;
+      resolved_[i] = true;
+      way_[i] = DirectWay::kSlot;
+      if (seq > want) continue;
+      const uint64_t base = loadRelaxed(send_[i].directBase);
+      DirectPost post{base, 0, 0, 0, 0};
+      if (send_[i].reach == kReachShared) {
+        const FifoControl* control = fifoControl(send_[i]);
+        post = DirectPost{base, loadRelaxed(&control->directSegment), loadRelaxed(&control->directSegOffset),
+                          loadRelaxed(&control->directSegBytes), loadRelaxed(&control->directOwner)};
+      }
+      fenceAcquire();                                         // the fields' loads before the second look at the number
+      if (loadRelaxed(send_[i].directSeq) != want) continue;  // torn: the consumer moved on (see above)
+      peerAddr_[i] = base;
+      way_[i] = send_[i].reach == kReachShared ? coop_.resolveDirect(send_[i].peer, post, &peerAddr_[i])
+                                               : DirectWay::kPointer;
     }
     return true;
   }
 
   WEFT_HD WaitSite firstUnposted() {
     for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-      if (send_[i].sameProcess && loadAcquire(send_[i].directSeq) != send_[i].directCalls)
+      if (!resolved_[i] && loadAcquire(send_[i].directSeq) < 2 * send_[i].directCalls)
         return WaitSite{send_[i].peer, 1, channel_};
     return WaitSite{-1, 1, channel_};
   }
 
-  WEFT_HD bool recvIsDirect(int i) const { return direct_ && recv_[i].sameProcess; }
-  WEFT_HD bool sendIsDirect(int i) const { return direct_ && send_[i].sameProcess; }
+  // Whether the step about to be consumed on recv link i is already in the
+  // own buffer. Between processes the producer says so per step
+  // (FifoControl::directStep, read after fifoCanConsume's acquire of tail).
+  WEFT_HD bool recvIsDirect(int i) const {
+    if (!direct_) return false;
+    if (recv_[i].reach == kReachAddress) return true;
+    if constexpr (Coop::kHasDirect) {
+      if (recv_[i].reach == kReachShared)
+        return loadRelaxed(&fifoControl(recv_[i])->directStep[recv_[i].step % kFifoSteps]) != 0;
+    }
+    return false;
+  }
+  WEFT_HD DirectWay sendWay(int i) const { return direct_ ? way_[i] : DirectWay::kSlot; }
 
   WEFT_HD bool ready(int nr, int ns) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
@@ -216,15 +276,45 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         }
         if (Src && ownPos == nr) srcs[nSrcs++] = src + offset;
         if (Dst) dsts[nDsts++] = dst + offset;
-        for (int i = 0; i < kMaxSend && i < ns; ++i)
-          dsts[nDsts++] = DirectSend && sendIsDirect(i) ? peerBase_[i] + (dst + offset - ownBase_)
-                                                        : reinterpret_cast<T*>(fifoSlot(send_[i]));
+        for (int i = 0; i < kMaxSend && i < ns; ++i) {
+          const DirectWay way = DirectSend ? sendWay(i) : DirectWay::kSlot;
+          sentDirect_[i] = way != DirectWay::kSlot;
+          if (way == DirectWay::kPointer)
+            dsts[nDsts++] = reinterpret_cast<T*>(static_cast<uintptr_t>(peerAddr_[i])) + (dst + offset - ownBase_);
+          else if (way == DirectWay::kCrossMemory)
+            dsts[nDsts++] = dst + offset;  // the own output once more: the kernel copies it from there
+          else
+            dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
+        }
         reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>, kVerbMaxDsts<Send, Dst>>(
             coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src && pre ? ownPos : -1, post);
+        if constexpr (DirectSend && Coop::kHasDirect) crossMemorySends(dst + offset, n, ns);
         coop_.sync();
       }
       advance(nr, ns, n * static_cast<int64_t>(sizeof(T)), ok);
     }
+  }
+
+  // Cross-memory sends of one slice: the kernel copies the own output (just
+  // written) into the peer's buffer; where it refuses, the slice goes
+  // through the slot after all and the rest of the call too.
+  WEFT_HD void crossMemorySends(const T* out, int64_t n, int ns) {
+    if (!coop_.leader()) return;
+    for (int i = 0; i < kMaxSend && i < ns; ++i) {
+      if (sendWay(i) != DirectWay::kCrossMemory) continue;
+      const uint64_t remote = peerAddr_[i] + static_cast<uint64_t>(out - ownBase_) * sizeof(T);
+      if (coop_.crossWrite(send_[i].peer, out, remote, fifoSlot(send_[i]), static_cast<uint64_t>(n) * sizeof(T)))
+        continue;
+      sentDirect_[i] = false;
+      way_[i] = DirectWay::kSlot;
+    }
+  }
+
+  // Between processes every step says where its data is (before the
+  // release of tail in fifoPublish), direct calls or not.
+  WEFT_HD static void markStep(FifoEnd& end, bool direct) {
+    if (end.reach != kReachShared) return;
+    storeRelaxed(&fifoControl(end)->directStep[end.step % kFifoSteps], static_cast<uint8_t>(direct ? 1 : 0));
   }
 
   // Every thread moves its copy of the positions; only the leader touches the
@@ -235,6 +325,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       const uint32_t hash = coop_.callSignatureHash();
       for (int i = 0; i < kMaxSend && i < ns; ++i) {
         if (hash != 0) fifoSign(send_[i], coop_.callSignature(), hash);
+        if constexpr (Coop::kHasDirect) markStep(send_[i], sentDirect_[i]);
         fifoPublish(send_[i], bytes);
       }
       for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(recv_[i]);
@@ -252,7 +343,12 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   int64_t stepElems_ = 0;
   bool direct_ = false;
   T* ownBase_ = nullptr;
-  T* peerBase_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  // Per send link in a direct call: how it writes, and where (a pointer in
+  // this address space, or the peer's address for cross-memory writes).
+  DirectWay way_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  bool resolved_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  bool sentDirect_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  uint64_t peerAddr_[kMaxSend > 0 ? kMaxSend : 1] = {};
   FifoEnd recv_[kMaxRecv > 0 ? kMaxRecv : 1];
   FifoEnd send_[kMaxSend > 0 ? kMaxSend : 1];
   FifoEnd* recvOrig_[kMaxRecv > 0 ? kMaxRecv : 1];

@@ -61,12 +61,15 @@ WEFT_HD void runOneShotReduceScatter(Coop& coop, const ChannelView& channel, con
 }
 
 // Direct mode for a ring call planned so (work.direct): only teams that
-// declare it (the host team: ranks as threads share one address space) and
-// only under Simple. False when the team's wait for a peer failed.
+// declare it (the host team: peers' user buffers are addressable, mapped or
+// reached by cross-memory attach) and only under Simple. The output buffer
+// holds count elements, count per rank for AllGather. False when the team's
+// wait for a peer failed.
 template <typename Prims, typename T, typename Coop, typename P>
-WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work) {
+WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work, int nranks) {
   if constexpr (Coop::kHasDirect && std::is_same_v<P, ProtoSimple>) {
-    if (work.direct) return prims.beginDirect(static_cast<T*>(work.recvbuff));
+    const int64_t outElems = static_cast<int64_t>(work.count) * (work.func == Func::kAllGather ? nranks : 1);
+    if (work.direct) return prims.beginDirect(static_cast<T*>(work.recvbuff), outElems);
   }
   return true;
 }
@@ -140,7 +143,7 @@ WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollW
   FifoEnd* recvs[1] = {channel.ringRecv};
   FifoEnd* sends[1] = {channel.ringSend};
   RingPrims<T, RedOp, Coop, P> prims(coop, op, channel.id, recvs, peers, sends, peers);
-  if (!beginRingDirect<decltype(prims), T, Coop, P>(prims, work)) return;
+  if (!beginRingDirect<decltype(prims), T, Coop, P>(prims, work, channel.ring.nranks)) return;
   switch (work.func) {
     case Func::kAllReduce: return ringAllReduce<T>(prims, channel.ring, work);
     case Func::kReduceScatter: return ringReduceScatter<T>(prims, channel.ring, work);
@@ -174,7 +177,7 @@ WEFT_HD void runDataOnlyProto(Coop& coop, const ChannelView& channel, const Coll
   FifoEnd* sends[1] = {channel.ringSend};
   RingPrims<uint8_t, FuncCopy<uint8_t>, Coop, P> prims(coop, FuncCopy<uint8_t>(), channel.id, recvs, peers, sends,
                                                        peers);
-  if (!beginRingDirect<decltype(prims), uint8_t, Coop, P>(prims, work)) return;
+  if (!beginRingDirect<decltype(prims), uint8_t, Coop, P>(prims, work, channel.ring.nranks)) return;
   if (work.func == Func::kAllGather)
     ringAllGather<uint8_t>(prims, channel.ring, work);
   else if (work.func == Func::kBroadcast)

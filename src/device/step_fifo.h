@@ -35,6 +35,12 @@ struct FifoControl {
   // the consumer's load of `tail` brings this line, so checking the call
   // costs no extra line transfer. 0 until a checking producer writes it.
   uint32_t sigHash[kFifoSteps];
+  // Direct mode between processes (reach kReachShared): per slot, whether
+  // the producer wrote this step's data straight into the consumer's buffer
+  // (1) or into the slot (0). Written before tail's release like the data,
+  // so a consumer never trusts its buffer on a step the producer put in the
+  // slot: the two ends may choose differently and still agree per step.
+  uint8_t directStep[kFifoSteps];
   alignas(128) uint64_t head;
   // Bytes in each slot, written before `tail` is released. The consumer in a
   // kernel does not need them (both ends compute sizes identically); the
@@ -43,11 +49,17 @@ struct FifoControl {
   // LL region: LL steps the consumer has finished reading (the producer's
   // only wait; LL data needs no tail, its lines carry their own flags).
   alignas(128) uint64_t llHead;
-  // Direct mode (prims_simple.h, ranks in one address space): the consumer
-  // posts its user buffer for its directSeq-th direct call; the producer
-  // writes into it only after seeing that very sequence number.
+  // Direct mode (prims_simple.h): the consumer posts its user buffer for its
+  // directSeq-th direct call; the producer writes into it only after seeing
+  // that very sequence number. directBase is the buffer's address in the
+  // consumer's address space; between processes the consumer also says
+  // where it lies (DirectPost: a shareable segment, or none).
   alignas(128) uint64_t directSeq;
   uint64_t directBase;
+  uint64_t directSegment;    // DirectPost::segment
+  uint64_t directSegOffset;  // DirectPost::segOffset
+  uint64_t directSegBytes;   // DirectPost::segBytes
+  uint64_t directOwner;      // DirectPost::owner
   // The call each step belongs to in full (device/signature.h): written with
   // the data, read by the consumer only when the hash differs, to name it.
   alignas(128) uint64_t sigs[kFifoSteps][2];
@@ -62,6 +74,28 @@ struct FifoControl {
 static_assert(offsetof(FifoControl, tail) == 0, "tail must open the FifoControl");
 static_assert(offsetof(FifoControl, sigHash) + sizeof(uint32_t) * kFifoSteps <= 64,
               "the call hashes must share tail's cache line");
+static_assert(offsetof(FifoControl, directStep) + kFifoSteps <= 64, "the direct flags must share tail's cache line");
+
+// How far a FIFO's two ends reach each other's user buffers (FifoEnd::reach),
+// the same at both ends of a connection (set by its transport).
+constexpr int32_t kReachNone = 0;     // no shared mailbox (network links): never direct
+constexpr int32_t kReachAddress = 1;  // one address space: the posted address is usable as is
+constexpr int32_t kReachShared = 2;   // processes sharing the FIFO page: the post says how to reach
+
+// What a consumer posts about its output buffer for one direct call between
+// processes (the mailbox fields of FifoControl). segment 0: the buffer lies
+// in no shareable segment; the producer may still reach it by cross-memory
+// attach, or use the slots.
+struct DirectPost {
+  uint64_t base;       // the buffer in the consumer's address space
+  uint64_t segment;    // the segment's id (its inode), 0: none
+  uint64_t segOffset;  // the buffer's offset in the segment
+  uint64_t segBytes;   // the segment's size
+  uint64_t owner;      // (pid << 32) | fd of the segment in the consumer's process; pid alone without a segment
+};
+
+// How a producer writes one direct call's final segments to one peer.
+enum class DirectWay : int32_t { kSlot = 0, kPointer = 1, kCrossMemory = 2 };
 
 // Line bytes of one LL step: as large as a Simple slot, at most
 // kLLMaxStepBytes, at least 128 and a multiple of it, so that the payload of
@@ -89,8 +123,8 @@ struct FifoEnd {
   // next step the shared line is not read again: a producer with free slots
   // or a consumer with steps waiting touches no line the peer writes.
   uint64_t seen;
-  int32_t peer;         // the rank at the other end (for messages)
-  int32_t sameProcess;  // 1: the other end shares this address space (direct mode possible)
+  int32_t peer;   // the rank at the other end (for messages)
+  int32_t reach;  // kReach*: how direct mode may reach the other end's user buffers
   // The LL region (prims_ll.h): kFifoSteps steps of llStepBytes line bytes,
   // its own step sequence and flow control, independent of the slots above.
   char* llLines;     // null: this connection has no LL region

@@ -19,7 +19,7 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->llStepBytes = device::llStepBytesFor(stepBytes);
   end->llStep = 0;
   end->llSeen = 0;
-  end->sameProcess = 0;
+  end->reach = device::kReachNone;
   end->directSeq = &control->directSeq;
   end->directBase = &control->directBase;
   end->directCalls = 0;

@@ -67,7 +67,7 @@ class P2pTransport final : public Transport {
     blob->bytes = sizeof(payload);
     std::memcpy(blob->data, &payload, sizeof(payload));
     FifoLayout::attach(base, link.stepBytes, link.peer, &conn->end);
-    conn->end.sameProcess = 1;  // user buffers of both ranks are addressable here: direct mode
+    conn->end.reach = device::kReachAddress;  // user buffers of both ranks are addressable here: direct mode
     conn->keepAlive = std::move(memory);
     conn->transport = this;
     return okStatus();
@@ -82,7 +82,7 @@ class P2pTransport final : public Transport {
                          "p2p connect to rank %d on channel %d: the peer's FIFO is not in this process", link.peer,
                          link.channel);
     FifoLayout::attach(payload.base, link.stepBytes, link.peer, &conn->end);
-    conn->end.sameProcess = 1;
+    conn->end.reach = device::kReachAddress;
     conn->keepAlive = std::move(memory);
     conn->transport = this;
     return okStatus();

@@ -35,6 +35,7 @@ class ShmTransport final : public Transport {
     std::memcpy(blob->data, &payload, sizeof(payload));
     auto owned = std::make_shared<ShmSegment>(std::move(seg).value());
     FifoLayout::attach(owned->data(), link.stepBytes, link.peer, &conn->end);
+    conn->end.reach = device::kReachShared;  // both ends see the mailbox: direct mode between processes
     conn->keepAlive = std::move(owned);
     conn->transport = this;
     WEFT_TRACE(log::kShm, "channel %d: shm FIFO %s (%zu bytes) for data from rank %d", link.channel, segName.c_str(),
@@ -52,6 +53,7 @@ class ShmTransport final : public Transport {
       return seg.status().withContext(strFormat("shm FIFO for channel %d to rank %d", link.channel, link.peer));
     auto owned = std::make_shared<ShmSegment>(std::move(seg).value());
     FifoLayout::attach(owned->data(), link.stepBytes, link.peer, &conn->end);
+    conn->end.reach = device::kReachShared;
     conn->keepAlive = std::move(owned);
     conn->transport = this;
     return okStatus();

@@ -52,7 +52,9 @@ struct Options {
   int ranksPerThread = 1;     // -g: communicators each thread drives, every call in one group
   int cudaGraphs = 0;         // -G: replays of the timed iterations captured as one CUDA graph
   Output output = Output::kTable;
-  std::string idFile;  // external launchers: where rank 0 leaves the unique id
+  std::string idFile;           // external launchers: where rank 0 leaves the unique id
+  int registerMode = 0;         // -R: 0 none, 1 ncclCommRegister, 2 ncclCommWindowRegister
+  bool privateBuffers = false;  // --private-buffers: host buffers not from ncclMemAlloc
 };
 
 // Parses argv (argv[1] may name the collective). On error prints why and
@@ -84,7 +86,8 @@ Counts countsFor(Coll coll, size_t bytes, ncclDataType_t type, int nranks);
 // Buffers of the communicator's kind (host or device memory).
 class Buffers {
  public:
-  Buffers(ncclComm_t comm, size_t sendBytes, size_t recvBytes);
+  // registerMode and privateBuffers as in Options.
+  Buffers(ncclComm_t comm, size_t sendBytes, size_t recvBytes, int registerMode = 0, bool privateBuffers = false);
   ~Buffers();
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
@@ -102,6 +105,10 @@ class Buffers {
   void* recv_ = nullptr;
   void* stream_ = nullptr;
   bool device_ = false;
+  bool private_ = false;
+  ncclComm_t comm_ = nullptr;
+  int registerMode_ = 0;
+  void* handles_[2] = {nullptr, nullptr};  // registrations of send_ and recv_ (or windows)
 };
 
 // One call of the collective. inPlace uses NCCL's in-place definitions.

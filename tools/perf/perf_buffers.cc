@@ -2,6 +2,7 @@
 // device memory and a stream on the cuda backend (when built with CUDA).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,7 +16,8 @@
 
 namespace weft::perf {
 
-Buffers::Buffers(ncclComm_t comm, size_t sendBytes, size_t recvBytes) {
+Buffers::Buffers(ncclComm_t comm, size_t sendBytes, size_t recvBytes, int registerMode, bool privateBuffers)
+    : comm_(comm), registerMode_(registerMode) {
   weftBackend_t backend = weftBackendHost;
   if (weftCommGetBackend(comm, &backend) != ncclSuccess) return;
   device_ = backend == weftBackendCuda;
@@ -25,9 +27,33 @@ Buffers::Buffers(ncclComm_t comm, size_t sendBytes, size_t recvBytes) {
 #else
   if (device_) return;  // built without CUDA: cannot drive device buffers
 #endif
-  // ncclMemAlloc gives memory of the communicator's kind.
-  if (ncclMemAlloc(&send_, sendBytes > 0 ? sendBytes : 1) != ncclSuccess) send_ = nullptr;
-  if (ncclMemAlloc(&recv_, recvBytes > 0 ? recvBytes : 1) != ncclSuccess) recv_ = nullptr;
+  // ncclMemAlloc gives memory of the communicator's kind (host backend: a
+  // shareable segment); --private-buffers plain host memory instead.
+  private_ = privateBuffers && !device_;
+  auto alloc = [&](void** p, size_t bytes) {
+    bytes = std::max<size_t>(bytes, 1);
+    if (private_) {
+      *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+      return;
+    }
+    if (ncclMemAlloc(p, bytes) != ncclSuccess) *p = nullptr;
+  };
+  alloc(&send_, sendBytes);
+  alloc(&recv_, recvBytes);
+  void* buffers[2] = {send_, recv_};
+  const size_t sizes[2] = {std::max<size_t>(sendBytes, 1), std::max<size_t>(recvBytes, 1)};
+  for (int i = 0; i < 2 && registerMode_ != 0; ++i) {
+    if (buffers[i] == nullptr) continue;
+    const ncclResult_t rc =
+        registerMode_ == 1 ? ncclCommRegister(comm, buffers[i], sizes[i], &handles_[i])
+                           : ncclCommWindowRegister(comm, buffers[i], sizes[i],
+                                                    reinterpret_cast<ncclWindow_t*>(&handles_[i]), NCCL_WIN_DEFAULT);
+    if (rc != ncclSuccess) {
+      handles_[i] = nullptr;
+      send_ = recv_ = nullptr;  // not ok(): the caller reports it (the memory stays allocated: a failed run exits)
+      return;
+    }
+  }
   // Touch everything once so no page fault is timed.
   std::vector<char> zeros(std::max(sendBytes, recvBytes), 0);
   if (send_) upload(send_, zeros.data(), sendBytes);
@@ -35,8 +61,21 @@ Buffers::Buffers(ncclComm_t comm, size_t sendBytes, size_t recvBytes) {
 }
 
 Buffers::~Buffers() {
-  if (send_) ncclMemFree(send_);
-  if (recv_) ncclMemFree(recv_);
+  void* buffers[2] = {send_, recv_};
+  for (int i = 0; i < 2; ++i) {
+    if (handles_[i] == nullptr) continue;
+    if (registerMode_ == 1)
+      ncclCommDeregister(comm_, handles_[i]);
+    else
+      ncclCommWindowDeregister(comm_, static_cast<ncclWindow_t>(handles_[i]));
+  }
+  for (void* p : buffers) {
+    if (p == nullptr) continue;
+    if (private_)
+      std::free(p);
+    else
+      ncclMemFree(p);
+  }
 #if WEFT_PERF_CUDA
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 #endif

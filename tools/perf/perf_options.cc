@@ -39,6 +39,9 @@ const char kUsage[] =
     "                        in one group (default 1): -np N -t T -g G gives N x T x G ranks\n"
     "  -G, --cudagraph N     capture the -n timed iterations as a CUDA graph and replay it N times\n"
     "                        (cuda backend; default 0: launch directly)\n"
+    "  -R, --local_register R  0: buffers not registered (default); 1: ncclCommRegister; 2: ncclCommWindowRegister\n"
+    "  --private-buffers     host backend: buffers from aligned_alloc instead of ncclMemAlloc (not shareable:\n"
+    "                        direct mode between processes then uses cross-memory attach or the FIFO)\n"
     "  --threads             ranks as threads of this process\n"
     "  --json | --csv        machine-readable output instead of the table\n"
     "  --id-file F           external launchers: rank 0 writes the unique id to F, others read it\n"
@@ -145,6 +148,10 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
       opt->median = true;
       continue;
     }
+    if (a == "--private-buffers") {
+      opt->privateBuffers = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "weft-perf: option %s needs a value\n%s", a.c_str(), kUsage);
       return false;
@@ -192,6 +199,8 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
       ok = parseInt(v, &opt->np) && opt->np > 0;
     else if (a == "--id-file")
       opt->idFile = v;
+    else if (a == "-R" || a == "--local_register")
+      ok = parseInt(v, &opt->registerMode) && opt->registerMode >= 0 && opt->registerMode <= 2;
     else {
       std::fprintf(stderr, "weft-perf: unknown option %s\n%s", a.c_str(), kUsage);
       return false;

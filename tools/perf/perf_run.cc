@@ -330,7 +330,8 @@ bool runRanks(const Options& opt, const std::vector<ncclComm_t>& comms, int firs
   Locals ls;
   for (size_t i = 0; i < comms.size(); ++i) {
     const int rank = firstRank + static_cast<int>(i);
-    ls.push_back({comms[i], rank, std::make_unique<Buffers>(comms[i], sendBytes, recvBytes),
+    ls.push_back({comms[i], rank,
+                  std::make_unique<Buffers>(comms[i], sendBytes, recvBytes, opt.registerMode, opt.privateBuffers),
                   std::make_unique<Buffers>(comms[i], sizeof(double), sizeof(double))});
     if (!ls.back().b->ok() || !ls.back().scratch->ok()) {
       std::fprintf(stderr, "weft-perf: rank %d: cannot allocate %zu + %zu bytes of buffers\n", rank, sendBytes,

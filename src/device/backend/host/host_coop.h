@@ -10,12 +10,16 @@
 
 #include <sys/types.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "common/process.h"
+#include "device/backend/host/host_direct.h"
 #include "device/primitives.h"
 #include "device/wait_report.h"
 
@@ -36,6 +40,7 @@ struct HostWaitConfig {
   int64_t peerCheckNs = 200000000;
   const pid_t* peerPids = nullptr;  // per rank: a local process to watch, or 0
   int32_t nranks = 0;
+  HostDirect* direct = nullptr;  // direct mode between processes; null: slots only
 };
 
 class HostCoop {
@@ -46,7 +51,8 @@ class HostCoop {
   static constexpr bool kHasOneShot = true;
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = false;
-  // Ring calls in direct mode (ranks as threads: peers' user buffers are addressable).
+  // Ring calls in direct mode: peers' user buffers are addressable (threads),
+  // mapped or reached by cross-memory attach (processes; see HostDirect).
   static constexpr bool kHasDirect = true;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
@@ -57,6 +63,22 @@ class HostCoop {
   // One thread wrote the data and publishes it: program order is enough.
   void publishFence() {}
   int broadcastFromLeader(int value) { return value; }
+
+  DirectPost describeDirect(const void* base, uint64_t bytes) const {
+    if (config_.direct != nullptr) return config_.direct->describe(base, bytes);
+    return DirectPost{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0,
+                      static_cast<uint64_t>(getpid()) << 32};
+  }
+  DirectWay resolveDirect(int peer, const DirectPost& post, uint64_t* addr) const {
+    if (config_.direct != nullptr) return config_.direct->resolve(peer, post, addr);
+    *addr = post.base;
+    return post.owner >> 32 == static_cast<uint64_t>(getpid()) ? DirectWay::kPointer : DirectWay::kSlot;
+  }
+  bool crossWrite(int peer, const void* from, uint64_t remote, void* slot, uint64_t bytes) const {
+    if (config_.direct != nullptr) return config_.direct->crossWrite(peer, from, remote, slot, bytes);
+    std::memcpy(slot, from, bytes);
+    return false;
+  }
 
   // `ready` may record a mismatched call (recordMismatch): the wait then
   // fails although the data is there.
