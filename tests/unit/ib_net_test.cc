@@ -13,12 +13,12 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "ib_pair.h"
 #include "net_test_util.h"
 #include "transport/net/ib/ib_comm.h"
 #include "transport/net/ib/ib_connect.h"
 #include "transport/net/ib/ib_emulation.h"
 #include "transport/net/ib/ib_net.h"
-#include "ib_pair.h"
 
 namespace weft::testing {
 namespace {

@@ -80,7 +80,8 @@ Result<DmaBuf> dmaBufExport(const void* ptr, size_t bytes) {
     return driverError(rc, "cuMemGetAddressRange");
   const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
   if (at + bytes > base + allocation)
-    return errorStatus(ncclInvalidArgument, "dma-buf export: %zu bytes at %p run past the allocation's end", bytes, ptr);
+    return errorStatus(ncclInvalidArgument, "dma-buf export: %zu bytes at %p run past the allocation's end", bytes,
+                       ptr);
   // The driver wants the range aligned to the host page size: export the
   // whole allocation, its length rounded up, and name the range by offset.
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

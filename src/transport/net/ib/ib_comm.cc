@@ -147,9 +147,9 @@ Status IbComm::connectQp(ibv_qp* qp, uint32_t destQpn, const QpInfo& remote) {
     attr.rnr_retry = 7;  // the protocol never sends before a receive is posted
     attr.sq_psn = 0;
     attr.max_rd_atomic = 1;
-    rc = v->modifyQp(qp, &attr,
-                     IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                         IBV_QP_MAX_QP_RD_ATOMIC);
+    rc = v->modifyQp(
+        qp, &attr,
+        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   }
   if (rc != 0)
     return errorStatus(ncclSystemError, "IB: QP %u on %s towards %s (QP %u): INIT to RTS failed: %s", qp->qp_num,

@@ -193,8 +193,8 @@ ibv_mr* regDmabufMr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, i
   const size_t mapBytes = static_cast<size_t>(offset + length - mapFrom);
   void* mapping = mmap(nullptr, mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(mapFrom));
   if (mapping == MAP_FAILED) return nullptr;  // errno from mmap
-  ibv_mr* mr = addRegion(w, pd, reinterpret_cast<void*>(iova), length, access,
-                         static_cast<char*>(mapping) + (offset - mapFrom));
+  ibv_mr* mr =
+      addRegion(w, pd, reinterpret_cast<void*>(iova), length, access, static_cast<char*>(mapping) + (offset - mapFrom));
   auto* r = reinterpret_cast<EmuMr*>(mr);
   r->mapping = mapping;
   r->mappingBytes = mapBytes;

@@ -45,8 +45,8 @@ struct Counters {
   int64_t memoryRegistrations = 0;  // reg_mr calls that succeeded
   int64_t liveRegions = 0;
   int64_t liveQps = 0;
-  int64_t writes = 0;  // RDMA WRITE and WRITE_WITH_IMM delivered
-  int64_t reads = 0;   // RDMA READ delivered
+  int64_t writes = 0;               // RDMA WRITE and WRITE_WITH_IMM delivered
+  int64_t reads = 0;                // RDMA READ delivered
   int64_t dmaBufRegistrations = 0;  // reg_dmabuf_mr calls that succeeded
 };
 Counters counters();

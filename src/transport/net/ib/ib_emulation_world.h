@@ -30,7 +30,7 @@ struct EmuContext {
 struct EmuMr {
   ibv_mr mr;  // mr.addr is the address work requests use (the iova)
   int access = 0;
-  char* host = nullptr;  // where those bytes are in this process: mr.addr, or the dma-buf's mapping
+  char* host = nullptr;     // where those bytes are in this process: mr.addr, or the dma-buf's mapping
   void* mapping = nullptr;  // a dma-buf registration's mmap of its fd, unmapped at deregistration
   size_t mappingBytes = 0;
 };

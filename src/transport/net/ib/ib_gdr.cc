@@ -33,9 +33,10 @@ GdrVerdict decideGdr(const GdrFacts& f) {
   } else if (f.gpus == 0) {
     v.why = "no CUDA device is visible";
   } else if (f.gpuWithoutDmaBuf >= 0) {
-    v.why = strFormat("the CUDA driver cannot export device %d's memory as a dma-buf "
-                      "(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)",
-                      f.gpuWithoutDmaBuf);
+    v.why = strFormat(
+        "the CUDA driver cannot export device %d's memory as a dma-buf "
+        "(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)",
+        f.gpuWithoutDmaBuf);
   } else {
     v.usable = true;
   }
@@ -77,10 +78,9 @@ int gdrPtrSupport(const IbDevice& device) {
       WEFT_INFO(log::kNet | log::kInit, "NET/IB: GPUDirect RDMA through dma-buf is available on %s",
                 device.label().c_str());
     else
-      WEFT_INFO(log::kNet | log::kInit, "NET/IB: GPUDirect RDMA unavailable (%s)%s; host memory only",
-                verdict.why.c_str(),
-                facts.peerMemoryModule ? "; nv_peermem is loaded, but Weft registers GPU memory only through dma-buf"
-                                       : "");
+      WEFT_INFO(
+          log::kNet | log::kInit, "NET/IB: GPUDirect RDMA unavailable (%s)%s; host memory only", verdict.why.c_str(),
+          facts.peerMemoryModule ? "; nv_peermem is loaded, but Weft registers GPU memory only through dma-buf" : "");
   });
   return verdict.usable ? (kNetPtrHost | kNetPtrCuda | kNetPtrDmaBuf) : kNetPtrHost;
 }

@@ -19,13 +19,13 @@
 namespace weft::transport::ib {
 
 struct GdrFacts {
-  std::string verbsSource;       // "libibverbs.so.1" or "emulation", for messages
-  bool dmaBufVerb = false;       // the verbs table has ibv_reg_dmabuf_mr
-  int kernelProbeErrno = 0;      // errno of the probe registration (fd -1)
-  bool cudaBuilt = false;        // this Weft has the cuda backend
-  int gpus = 0;                  // visible CUDA devices
-  int gpuWithoutDmaBuf = -1;     // the first one whose driver cannot export dma-bufs; -1: none
-  std::string gpuQueryError;     // the driver could not be asked (empty: it answered)
+  std::string verbsSource;        // "libibverbs.so.1" or "emulation", for messages
+  bool dmaBufVerb = false;        // the verbs table has ibv_reg_dmabuf_mr
+  int kernelProbeErrno = 0;       // errno of the probe registration (fd -1)
+  bool cudaBuilt = false;         // this Weft has the cuda backend
+  int gpus = 0;                   // visible CUDA devices
+  int gpuWithoutDmaBuf = -1;      // the first one whose driver cannot export dma-bufs; -1: none
+  std::string gpuQueryError;      // the driver could not be asked (empty: it answered)
   bool peerMemoryModule = false;  // nv_peermem is loaded (reported only)
 };
 

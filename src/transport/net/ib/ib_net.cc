@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/params.h"
 #include "transport/net/ib/ib_comm.h"
 #include "transport/net/ib/ib_connect.h"
 #include "transport/net/ib/ib_gdr.h"
-#include "common/params.h"
 
 namespace weft::transport {
 namespace {
@@ -36,7 +36,7 @@ ncclResult_t netGetProperties(int dev, weftNetProperties_v8_t* props) {
   props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
   props->guid = d.guid;
   props->ptrSupport = ib::gdrPtrSupport(d);  // GPU memory only where GPUDirect RDMA works (ib_gdr.h)
-  props->regIsGlobal = 1;                     // the registration cache is per device
+  props->regIsGlobal = 1;                    // the registration cache is per device
   props->speed = d.speedMbps;
   props->port = d.port;
   props->latency = 0;
@@ -56,9 +56,9 @@ ncclResult_t netAccept(void* listenComm, void** recvComm, weftNetDeviceHandle_v8
 
 ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
   ib::IbDevice* device = static_cast<IbComm*>(comm)->device();
-  Result<ib::MrEntry*> mr = errorStatus(ncclInvalidArgument,
-                                        "IB: regMr type %d is neither host (%d) nor CUDA (%d) memory", type,
-                                        kNetPtrHost, kNetPtrCuda);
+  Result<ib::MrEntry*> mr =
+      errorStatus(ncclInvalidArgument, "IB: regMr type %d is neither host (%d) nor CUDA (%d) memory", type, kNetPtrHost,
+                  kNetPtrCuda);
   if (type == kNetPtrHost) mr = device->registerMemory(data, size);
   if (type == kNetPtrCuda) mr = ib::registerCudaMemory(*device, data, size);
   if (!mr.ok()) return report(mr.status());
@@ -68,9 +68,8 @@ ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhan
 
 ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
   if (type != kNetPtrCuda && type != kNetPtrDmaBuf && type != (kNetPtrCuda | kNetPtrDmaBuf))
-    return report(errorStatus(ncclInvalidArgument,
-                              "IB: regMrDmaBuf type %d; expected CUDA (%d) or dma-buf (%d) memory", type, kNetPtrCuda,
-                              kNetPtrDmaBuf));
+    return report(errorStatus(ncclInvalidArgument, "IB: regMrDmaBuf type %d; expected CUDA (%d) or dma-buf (%d) memory",
+                              type, kNetPtrCuda, kNetPtrDmaBuf));
   if (fd < 0)
     return report(errorStatus(ncclInvalidArgument, "IB: regMrDmaBuf fd %d; expected a dma-buf file descriptor", fd));
   Result<ib::MrEntry*> mr = static_cast<IbComm*>(comm)->device()->registerDmaBuf(data, size, offset, fd);
