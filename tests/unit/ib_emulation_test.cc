@@ -2,12 +2,18 @@
 // semantics the network relies on: the QP state machine and the attributes
 // each transition needs, RDMA WRITE / WRITE WITH IMM / SEND delivery in
 // order, key and bounds checks, flushing on error, and a vanished peer
-// failing with a retry error after the bound and not before. Also the IB
+// failing with a retry error after the bound and not before; RDMA READ and
+// dma-buf regions (a memfd standing for the dma-buf). Also the IB
 // network's pure helpers: NCCL_IB_HCA parsing, port speed, GID choice.
 #include <arpa/inet.h>
 #include <endian.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -93,7 +99,10 @@ struct Pair {
   std::vector<char> buf[2] = {std::vector<char>(65536), std::vector<char>(65536)};
   ibv_mr* mr[2] = {};
 
-  explicit Pair(uint8_t timeout = 14, uint8_t retry = 7) {
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;  // of the QPs and the buffers
+
+  explicit Pair(uint8_t timeout = 14, uint8_t retry = 7, bool remoteRead = false) {
+    if (remoteRead) access |= IBV_ACCESS_REMOTE_READ;
     int count = 0;
     ibv_device** list = v.getDeviceList(&count);
     EXPECT_EQ(count, 2);
@@ -106,7 +115,7 @@ struct Pair {
       init.qp_type = IBV_QPT_RC;
       init.cap.max_send_wr = init.cap.max_recv_wr = 64;
       qp[i] = v.createQp(pd[i], &init);
-      mr[i] = v.regMr(pd[i], buf[i].data(), buf[i].size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+      mr[i] = v.regMr(pd[i], buf[i].data(), buf[i].size(), access);
     }
     for (int i = 0; i < 2; ++i) EXPECT_EQ(toRts(i, timeout, retry), 0);
   }
@@ -123,7 +132,7 @@ struct Pair {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    a.qp_access_flags = static_cast<unsigned>(access);
     return v.modifyQp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   }
   int toRtr(int i) {
@@ -326,6 +335,85 @@ TEST(IbEmulation, WriteWithImmWithoutAReceiveIsCaught) {
   const std::vector<ibv_wc> sent = p.poll(0);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].status, IBV_WC_RNR_RETRY_EXC_ERR);
+}
+
+// ---- RDMA READ and dma-buf regions (GPUDirect RDMA's verbs) ----------------------
+
+TEST(IbEmulation, ReadCopiesTheRemoteBytesIntoTheLocalList) {
+  Pair p(14, 7, /*remoteRead=*/true);
+  for (size_t i = 0; i < p.buf[1].size(); ++i) p.buf[1][i] = static_cast<char>(i * 7 + 1);
+  const int64_t readsBefore = emu::counters().reads;
+  ASSERT_EQ(p.post(IBV_WR_RDMA_READ, 0, 100, 8, p.mr[1]->rkey, 5), 0);
+  const std::vector<ibv_wc> done = p.poll(0);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(done[0].opcode, IBV_WC_RDMA_READ);
+  EXPECT_EQ(done[0].wr_id, 5u);
+  EXPECT_EQ(std::memcmp(p.buf[0].data(), p.buf[1].data() + 8, 100), 0);
+  EXPECT_EQ(emu::counters().reads, readsBefore + 1);
+  EXPECT_TRUE(p.poll(1).empty()) << "a READ consumes no receive and completes nothing at the responder";
+}
+
+TEST(IbEmulation, ReadWithoutRemoteReadAccessFails) {
+  Pair p;  // QPs and regions allow remote writes only
+  ASSERT_EQ(p.post(IBV_WR_RDMA_READ, 0, 16, 0, p.mr[1]->rkey, 6), 0);
+  const std::vector<ibv_wc> done = p.poll(0);
+  ASSERT_FALSE(done.empty());
+  EXPECT_EQ(done[0].status, IBV_WC_REM_ACCESS_ERR);
+}
+
+// A memfd stands for the dma-buf; the iova names a decoy buffer: the bytes
+// must land in the fd's memory (seen through the test's own mapping), never
+// at the iova.
+TEST(IbEmulation, DmaBufRegionIsTheFdsBytesNotTheIovas) {
+  Pair p;
+  const int fd = memfd_create("weft-dmabuf", 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 8192), 0);
+  auto* view = static_cast<char*>(mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(view, MAP_FAILED);
+  std::vector<char> decoy(256, 0);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int64_t before = emu::counters().dmaBufRegistrations;
+  ibv_mr* mr = p.v.regDmabufMr(p.pd[1], 4096 + 16, decoy.size(), reinterpret_cast<uintptr_t>(decoy.data()), fd, access);
+  ASSERT_NE(mr, nullptr) << std::strerror(errno);
+  EXPECT_EQ(emu::counters().dmaBufRegistrations, before + 1);
+  for (int i = 0; i < 64; ++i) p.buf[0][static_cast<size_t>(i)] = static_cast<char>(0x40 + i);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(p.buf[0].data()), 64, p.mr[0]->lkey};
+  ibv_send_wr wr{};
+  wr.wr_id = 9;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(decoy.data()) + 32;
+  wr.wr.rdma.rkey = mr->rkey;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(p.v.postSend(p.qp[0], &wr, &bad), 0);
+  const std::vector<ibv_wc> done = p.poll(0);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(view + 4096 + 16 + 32, p.buf[0].data(), 64), 0) << "the bytes are not in the dma-buf";
+  EXPECT_EQ(std::count(decoy.begin(), decoy.end(), 0), 256) << "the iova was written as if it were an address";
+  EXPECT_EQ(p.v.deregMr(mr), 0);
+  munmap(view, 8192);
+  close(fd);
+}
+
+TEST(IbEmulation, DmaBufRegistrationRefusals) {
+  const Verbs& v = emulated();
+  Pair p;
+  errno = 0;
+  EXPECT_EQ(v.regDmabufMr(p.pd[0], 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EBADF) << "fd -1 is no dma-buf";
+  emu::setDmaBufSupport(emu::DmaBufSupport::kKernelRefuses);
+  errno = 0;
+  EXPECT_EQ(v.regDmabufMr(p.pd[0], 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP) << "a kernel without dma-buf regions refuses before looking at the fd";
+  emu::setDmaBufSupport(emu::DmaBufSupport::kVerbAbsent);
+  EXPECT_EQ(v.regDmabufMr, nullptr) << "an rdma-core before v34 has no such verb";
+  emu::setDmaBufSupport(emu::DmaBufSupport::kSupported);
+  EXPECT_NE(v.regDmabufMr, nullptr);
 }
 
 // ---- the real library ---------------------------------------------------------

@@ -3,7 +3,7 @@
 // interesting size byte for byte over 1 to 4 QPs, the sender waiting for an
 // offered buffer, requests in flight, the registration cache, and failures:
 // an oversized message, a peer that exits, a peer that vanishes (retry
-// error after the NCCL_IB_TIMEOUT/RETRY_CNT bound), dma-buf registration.
+// error after the NCCL_IB_TIMEOUT/RETRY_CNT bound). GPUDirect RDMA: ib_gdr_test.cc.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "ib_pair.h"
 #include "net_test_util.h"
 #include "transport/net/ib/ib_comm.h"
 #include "transport/net/ib/ib_connect.h"
@@ -21,79 +22,6 @@
 
 namespace weft::testing {
 namespace {
-
-using transport::ibNetLastError;
-
-// Before anything asks which verbs to use (decided once per process).
-const bool kEmulated = [] { return setenv("WEFT_IB_EMULATE", "2", 1) == 0; }();
-
-const weftNet_v8_t& ibApi() {
-  static const bool ready = kEmulated && transport::ibNet().init(nullptr) == ncclSuccess;
-  EXPECT_TRUE(ready) << ibNetLastError();
-  return transport::ibNet();
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// Both ends of one connection, sender on emu0 and receiver on emu1, with
-// registered buffers; closed on destruction.
-struct IbPair {
-  const weftNet_v8_t& api = ibApi();
-  void* send = nullptr;
-  void* recv = nullptr;
-  void* sendMr = nullptr;
-  void* recvMr = nullptr;
-  std::vector<uint8_t> sendBuf, recvBuf;
-
-  explicit IbPair(size_t bytes = 2 << 20) : sendBuf(bytes), recvBuf(bytes + 64) {}
-  ~IbPair() {
-    if (sendMr) api.deregMr(send, sendMr);
-    if (recvMr) api.deregMr(recv, recvMr);
-    if (send) api.closeSend(send);
-    if (recv) api.closeRecv(recv);
-  }
-  void connect() {
-    char handle[kNetHandleBytes] = {};
-    void* listenComm = nullptr;
-    ASSERT_EQ(api.listen(1, handle, &listenComm), ncclSuccess) << ibNetLastError();
-    weftNetDeviceHandle_v8_t* dev = nullptr;
-    const Deadline deadline = Deadline::afterSec(10);
-    while ((send == nullptr || recv == nullptr) && !deadline.expired()) {
-      if (!send) {
-        ASSERT_EQ(api.connect(0, handle, &send, &dev), ncclSuccess) << ibNetLastError();
-      }
-      if (!recv) {
-        ASSERT_EQ(api.accept(listenComm, &recv, &dev), ncclSuccess) << ibNetLastError();
-      }
-    }
-    EXPECT_EQ(api.closeListen(listenComm), ncclSuccess);
-    ASSERT_TRUE(send && recv) << "set-up did not finish in 10 s";
-    ASSERT_EQ(api.regMr(send, sendBuf.data(), sendBuf.size(), kNetPtrHost, &sendMr), ncclSuccess) << ibNetLastError();
-    ASSERT_EQ(api.regMr(recv, recvBuf.data(), recvBuf.size(), kNetPtrHost, &recvMr), ncclSuccess) << ibNetLastError();
-  }
-  void* postRecv(int capacity) {
-    void* data = recvBuf.data();
-    void* request = nullptr;
-    int tag = 0;
-    EXPECT_EQ(api.irecv(recv, 1, &data, &capacity, &tag, &recvMr, &request), ncclSuccess) << ibNetLastError();
-    return request;
-  }
-  void* postSend(int bytes, int offset = 0) {
-    void* request = nullptr;
-    EXPECT_EQ(api.isend(send, sendBuf.data() + offset, bytes, 0, sendMr, &request), ncclSuccess) << ibNetLastError();
-    return request;
-  }
-  // Tests `request` until done (true, size in *bytes) or a failure (false).
-  ncclResult_t wait(void* request, int* bytes, double seconds = 10) {
-    const Deadline deadline = Deadline::afterMs(static_cast<int64_t>(seconds * 1000));
-    int done = 0;
-    while (!done && !deadline.expired()) {
-      ncclResult_t rc = api.test(request, &done, bytes);
-      if (rc != ncclSuccess) return rc;
-    }
-    return done ? ncclSuccess : ncclInProgress;
-  }
-};
 
 TEST(IbNet, FindsTheEmulatedDevicesAndDescribesThem) {
   const weftNet_v8_t& api = ibApi();
@@ -255,16 +183,6 @@ TEST(IbNet, VanishedPeerFailsTheSendAfterTheRetryBound) {
   EXPECT_TRUE(contains(why, "emu0:1")) << why;
   EXPECT_TRUE(contains(why, "NCCL_IB_TIMEOUT=12")) << why;
   EXPECT_TRUE(contains(why, "sending to ")) << why;
-}
-
-TEST(IbNet, DeviceMemoryAndDmaBufAreRefused) {
-  IbPair p;
-  p.connect();
-  void* mr = nullptr;
-  EXPECT_EQ(p.api.regMr(p.send, p.sendBuf.data(), 100, kNetPtrCuda, &mr), ncclInvalidUsage);
-  EXPECT_TRUE(contains(ibNetLastError(), "only host memory")) << ibNetLastError();
-  EXPECT_EQ(p.api.regMrDmaBuf(p.send, p.sendBuf.data(), 100, kNetPtrCuda, 0, 3, &mr), ncclInvalidUsage);
-  EXPECT_TRUE(contains(ibNetLastError(), "dma-buf")) << ibNetLastError();
 }
 
 // A connection to the set-up address that does not present the handle's

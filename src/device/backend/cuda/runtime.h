@@ -60,6 +60,20 @@ Status ipcGetHandle(void* ptr, char handle[kIpcHandleBytes]);
 Result<void*> ipcOpenHandle(const char handle[kIpcHandleBytes]);
 void ipcCloseHandle(void* ptr);
 
+// Device memory exported as a dma-buf for an RDMA adapter to register
+// (GPUDirect RDMA): `fd` covers the allocation holding the range, `offset`
+// is where the range starts in it. The caller closes `fd` once registered.
+struct DmaBuf {
+  int fd = -1;
+  unsigned long long offset = 0;
+};
+// Exports [ptr, ptr+bytes) of device memory through the driver's
+// cuMemGetHandleForAddressRange (loaded from libcuda.so.1 at run time).
+Result<DmaBuf> dmaBufExport(const void* ptr, size_t bytes);
+// Whether the driver can export `device`'s memory as a dma-buf
+// (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED); an error when it cannot say.
+Result<bool> dmaBufSupported(int device);
+
 bool canAccessPeer(int device, int peerDevice);
 // Lets the current device reach peerDevice's memory (already enabled is fine).
 Status enablePeerAccess(int peerDevice);

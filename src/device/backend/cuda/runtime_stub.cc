@@ -36,6 +36,8 @@ const char* memoryKindName(MemoryKind) { return "host memory"; }
 Status ipcGetHandle(void*, char*) { return noCuda("CUDA IPC"); }
 Result<void*> ipcOpenHandle(const char*) { return noCuda("CUDA IPC"); }
 void ipcCloseHandle(void*) {}
+Result<DmaBuf> dmaBufExport(const void*, size_t) { return noCuda("dma-buf export of device memory"); }
+Result<bool> dmaBufSupported(int) { return noCuda("dma-buf export of device memory"); }
 bool canAccessPeer(int, int) { return false; }
 Status enablePeerAccess(int) { return noCuda("peer access"); }
 std::string pciBusId(int) { return ""; }

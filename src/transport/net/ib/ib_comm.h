@@ -20,6 +20,7 @@ namespace weft::transport::ib {
 constexpr int kFifoDepth = kNetMaxRequests;  // one entry per request in flight
 constexpr int kMaxQps = 16;
 constexpr uint64_t kFifoWrite = 1ull << 63;  // wr_id bit of the receiver's FIFO writes
+constexpr uint64_t kFlushRead = 1ull << 62;  // wr_id bit of the receiver's flush reads
 
 // One offered buffer. 64 bytes, 64-aligned: one entry is one RDMA WRITE of
 // one cache line, and `seq` is its last word, stored last (see the docs).
@@ -71,15 +72,27 @@ class IbComm {
 
   Result<Request*> postSend(void* data, size_t size, MrEntry* mr);
   Result<Request*> postRecv(void* data, size_t size, MrEntry* mr);
+  // iflush of a receive into GPU memory (`mr` a dma-buf region): an RDMA
+  // READ of 1 byte at `data` through this comm's loopback QP (made at the
+  // first flush), whose completion means the HCA's earlier writes into that
+  // memory are visible to the GPU. Receiver only (ib_flush.cc).
+  Result<Request*> postFlush(void* data, MrEntry* mr);
   Status test(Request* request, bool* done, int* bytes);
 
   bool isSend() const { return isSend_; }
   std::vector<uint32_t> qpNumbers() const;
+  // The loopback QP's number; 0 before the first flush.
+  uint32_t flushQpNumber() const { return flushQp_ ? flushQp_->qp_num : 0; }
   IbDevice* device() const { return device_; }
   Socket control;    // the set-up socket, kept to notice a peer that exits
   std::string peer;  // its address, for messages
 
  private:
+  // One RC QP on this comm's CQ, moved to INIT with `access` for the peer.
+  Result<ibv_qp*> createQp(int access, const char* what);
+  // Moves `qp` to RTR and RTS towards QP `destQpn` at the address in `remote`.
+  Status connectQp(ibv_qp* qp, uint32_t destQpn, const QpInfo& remote);
+  Status createFlushQp();
   Status pollOnce(bool* progressed);
   Status completionError(const ibv_wc& wc) const;
   Status checkPeerAlive();
@@ -98,6 +111,13 @@ class IbComm {
   uint32_t remoteFifoRkey_ = 0;
   Request requests_[kFifoDepth];
   uint64_t nextSeq_ = 0;
+  // Receiver: the flush QP (connected to itself), the host word its reads
+  // land in, and one request per flush in flight.
+  ibv_qp* flushQp_ = nullptr;
+  std::unique_ptr<uint64_t> flushLanding_;
+  ibv_mr* flushMr_ = nullptr;
+  Request flushRequests_[kFifoDepth];
+  uint64_t nextFlush_ = 0;
   int64_t lastPeerCheckNs_ = 0;
   Status error_;  // sticky
 };

@@ -143,7 +143,10 @@ Status IbComm::completionError(const ibv_wc& wc) const {
         "its process or host is gone or unreachable",
         boundSec, static_cast<long long>(param::ibTimeout()), static_cast<long long>(param::ibRetryCnt()));
   }
-  const char* what = (wc.wr_id & kFifoWrite) ? "offering a buffer to" : isSend_ ? "sending to" : "receiving from";
+  const char* what = (wc.wr_id & kFifoWrite)   ? "offering a buffer to"
+                     : (wc.wr_id & kFlushRead) ? "flushing (loopback read) a receive from"
+                     : isSend_                 ? "sending to"
+                                               : "receiving from";
   return errorStatus(remoteFault(wc.status) ? ncclRemoteError : ncclSystemError,
                      "IB: %s %s failed on %s QP %u: %s (status %d, vendor error 0x%x)%s", what, peer.c_str(),
                      device_->label().c_str(), wc.qp_num, v->wcStatusStr(wc.status), static_cast<int>(wc.status),
@@ -161,6 +164,10 @@ Status IbComm::pollOnce(bool* progressed) {
     const ibv_wc& wc = wcs[i];
     if (wc.status != IBV_WC_SUCCESS) return fail(completionError(wc));
     if (wc.wr_id & kFifoWrite) continue;  // the FIFO write landed: nothing waits on it
+    if (wc.wr_id & kFlushRead) {
+      flushRequests_[wc.wr_id % kFifoDepth].pending -= 1;
+      continue;
+    }
     Request& r = requests_[wc.wr_id % kFifoDepth];
     if (!isSend_) r.bytes = be32toh(wc.imm_data);
     r.pending -= 1;

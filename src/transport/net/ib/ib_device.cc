@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -120,12 +121,7 @@ Result<MrEntry*> IbDevice::registerMemory(void* data, size_t size) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data) & ~(kPage - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + std::max<size_t>(size, 1) + kPage - 1) & ~(kPage - 1);
   std::lock_guard<std::mutex> lock(cacheMutex_);
-  for (auto& e : cache_) {
-    if (e->begin <= begin && end <= e->end) {
-      e->refs += 1;
-      return e.get();
-    }
-  }
+  if (MrEntry* reused = reuseLocked(begin, end, false)) return reused;
   const Verbs* v = verbs(nullptr);
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   void* base = reinterpret_cast<void*>(begin);
@@ -134,7 +130,50 @@ Result<MrEntry*> IbDevice::registerMemory(void* data, size_t size) {
   if (mr == nullptr)
     return errorStatus(ncclSystemError, "IB: registering %zu bytes at %p on %s failed: %s", size, data, label().c_str(),
                        std::strerror(errno));
-  cache_.push_back(std::make_unique<MrEntry>(MrEntry{begin, end, mr, 1}));
+  cache_.push_back(std::make_unique<MrEntry>(MrEntry{begin, end, mr, 1, false}));
+  return cache_.back().get();
+}
+
+MrEntry* IbDevice::reuseLocked(uintptr_t begin, uintptr_t end, bool dmaBuf) {
+  for (auto& e : cache_) {
+    if (e->dmaBuf == dmaBuf && e->begin <= begin && end <= e->end) {
+      e->refs += 1;
+      return e.get();
+    }
+  }
+  return nullptr;
+}
+
+MrEntry* IbDevice::reuseDmaBuf(void* data, size_t size) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard<std::mutex> lock(cacheMutex_);
+  return reuseLocked(begin, begin + std::max<size_t>(size, 1), true);
+}
+
+Result<MrEntry*> IbDevice::registerDmaBuf(void* data, size_t size, uint64_t offset, int fd) {
+  // Not rounded to pages: the exporter's offset and the iova stay exactly
+  // the caller's, so a work request's address maps to the byte it names.
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t end = begin + std::max<size_t>(size, 1);
+  std::lock_guard<std::mutex> lock(cacheMutex_);
+  if (MrEntry* reused = reuseLocked(begin, end, true)) return reused;
+  const Verbs* v = verbs(nullptr);
+  if (v->regDmabufMr == nullptr)
+    return errorStatus(ncclInvalidUsage,
+                       "IB: %s lacks ibv_reg_dmabuf_mr (rdma-core before v34): GPU memory cannot be "
+                       "registered, so GPUDirect RDMA is unavailable and the network uses host memory",
+                       v->source);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ibv_mr* mr = v->regDmabufMr(pd, offset, end - begin, begin, fd, access);
+  if (mr == nullptr) {
+    const int err = errno;
+    const bool unsupported = err == EOPNOTSUPP || err == EPROTONOSUPPORT;
+    return errorStatus(unsupported ? ncclInvalidUsage : ncclSystemError,
+                       "IB: registering the dma-buf fd %d (offset %llu, %zu bytes at %p) on %s failed: %s%s", fd,
+                       static_cast<unsigned long long>(offset), size, data, label().c_str(), std::strerror(err),
+                       unsupported ? " (the kernel or the HCA's driver does not support dma-buf memory regions)" : "");
+  }
+  cache_.push_back(std::make_unique<MrEntry>(MrEntry{begin, end, mr, 1, true}));
   return cache_.back().get();
 }
 

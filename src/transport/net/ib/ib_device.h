@@ -45,9 +45,10 @@ int chooseGidIndex(const std::vector<GidCandidate>& table, int family, int rocev
 
 // A registered range, shared by every registration the range covers.
 struct MrEntry {
-  uintptr_t begin = 0, end = 0;  // page-aligned
+  uintptr_t begin = 0, end = 0;  // host memory: page-aligned; a dma-buf: as registered
   ibv_mr* mr = nullptr;
   int refs = 0;
+  bool dmaBuf = false;  // GPU memory registered through a dma-buf: receives into it need iflush
 };
 
 // One active port of one HCA: a network device.
@@ -78,10 +79,20 @@ class IbDevice {
   // covers it (same or larger range): registering one range twice costs one
   // ibv_reg_mr.
   Result<MrEntry*> registerMemory(void* data, size_t size);
+  // Registers bytes [offset, offset+size) of the dma-buf `fd` as the range
+  // [data, data+size) (ibv_reg_dmabuf_mr), or takes a reference on a dma-buf
+  // registration that covers the range. `fd` stays the caller's.
+  Result<MrEntry*> registerDmaBuf(void* data, size_t size, uint64_t offset, int fd);
+  // A reference on the cached dma-buf registration covering [data,
+  // data+size), or null when none does (the caller then exports and registers).
+  MrEntry* reuseDmaBuf(void* data, size_t size);
   void deregister(MrEntry* entry);
   std::string label() const { return name + ":" + std::to_string(port); }
 
  private:
+  // A reference on a cached entry of that kind covering [begin, end), or null.
+  MrEntry* reuseLocked(uintptr_t begin, uintptr_t end, bool dmaBuf);
+
   std::mutex cacheMutex_;
   std::vector<std::unique_ptr<MrEntry>> cache_;
 };

@@ -3,6 +3,9 @@
 #include "transport/net/ib/ib_emulation.h"
 #include "transport/net/ib/ib_emulation_world.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,7 +17,6 @@ namespace {
 EmuDevice* deviceOf(ibv_context* c) { return reinterpret_cast<EmuContext*>(c)->device; }
 uint16_t lidOf(const EmuDevice* d) { return static_cast<uint16_t>(d->index + 1); }
 uint64_t guidOf(const EmuDevice* d) { return 0x5765667400000000ull + static_cast<uint64_t>(d->index); }
-ibv_wc_opcode sendOpcode(ibv_wr_opcode op) { return op == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE; }
 
 void flush(EmuQp* q) {
   for (const HeldSend& h : q->held)
@@ -47,6 +49,11 @@ const EmuMr* regionFor(World& w, uint32_t key, const ibv_pd* pd, uint64_t addr, 
   const uint64_t base = reinterpret_cast<uintptr_t>(r->mr.addr);
   if (addr < base || addr + len > base + r->mr.length || addr + len < addr) return nullptr;
   return (r->access & access) == access ? r : nullptr;
+}
+
+char* hostAddress(World& w, uint32_t key, uint64_t addr) {
+  const EmuMr* r = w.regions.at(key);
+  return r->host + (addr - reinterpret_cast<uintptr_t>(r->mr.addr));
 }
 
 void complete(ibv_cq* cq, uint64_t wrId, ibv_wc_status status, ibv_wc_opcode opcode, uint32_t qpn) {
@@ -132,14 +139,13 @@ int deallocPd(ibv_pd* pd) {
   return 0;
 }
 
-ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
+bool validAccess(size_t length, int access) {
   const bool remoteWithoutLocal = (access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE);
-  if (addr == nullptr || length == 0 || remoteWithoutLocal) {  // the verbs specification's rules
-    errno = EINVAL;
-    return nullptr;
-  }
-  World& w = world();
-  Lock lock(w.mutex);
+  return length != 0 && !remoteWithoutLocal;  // the verbs specification's rules
+}
+
+// Enters a region under the world's lock; `host` is where its bytes are.
+ibv_mr* addRegion(World& w, ibv_pd* pd, void* addr, size_t length, int access, char* host) {
   auto* r = new EmuMr{};
   r->mr.context = pd->context;
   r->mr.pd = pd;
@@ -147,10 +153,53 @@ ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
   r->mr.length = length;
   r->mr.lkey = r->mr.rkey = w.nextKey++;
   r->access = access;
+  r->host = host;
   w.regions[r->mr.lkey] = r;
   w.counters.memoryRegistrations += 1;
   w.counters.liveRegions += 1;
   return &r->mr;
+}
+
+ibv_mr* regMr(ibv_pd* pd, void* addr, size_t length, int access) {
+  if (addr == nullptr || !validAccess(length, access)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  World& w = world();
+  Lock lock(w.mutex);
+  return addRegion(w, pd, addr, length, access, static_cast<char*>(addr));
+}
+
+// The dma-buf is mapped by the emulation itself, as the HCA reaches the
+// GPU's memory through the exporter and not through the iova: a test that
+// hands an iova naming other memory sees the bytes land in the fd's.
+ibv_mr* regDmabufMr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  World& w = world();
+  Lock lock(w.mutex);
+  if (w.dmaBuf == emu::DmaBufSupport::kKernelRefuses) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  if (fd < 0) {
+    errno = EBADF;
+    return nullptr;
+  }
+  if (!validAccess(length, access)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  static const uint64_t kPage = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t mapFrom = offset & ~(kPage - 1);
+  const size_t mapBytes = static_cast<size_t>(offset + length - mapFrom);
+  void* mapping = mmap(nullptr, mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(mapFrom));
+  if (mapping == MAP_FAILED) return nullptr;  // errno from mmap
+  ibv_mr* mr =
+      addRegion(w, pd, reinterpret_cast<void*>(iova), length, access, static_cast<char*>(mapping) + (offset - mapFrom));
+  auto* r = reinterpret_cast<EmuMr*>(mr);
+  r->mapping = mapping;
+  r->mappingBytes = mapBytes;
+  w.counters.dmaBufRegistrations += 1;
+  return mr;
 }
 
 ibv_mr* regMrIova2(ibv_pd* pd, void* addr, size_t length, uint64_t, unsigned access) {
@@ -162,7 +211,9 @@ int deregMr(ibv_mr* mr) {
   Lock lock(w.mutex);
   w.regions.erase(mr->lkey);
   w.counters.liveRegions -= 1;
-  delete reinterpret_cast<EmuMr*>(mr);
+  auto* r = reinterpret_cast<EmuMr*>(mr);
+  if (r->mapping) munmap(r->mapping, r->mappingBytes);
+  delete r;
   return 0;
 }
 
@@ -313,9 +364,22 @@ const Verbs* emulationVerbs(int devices) {
                   postRecv,
                   emuworld::pollCq,
                   emuworld::statusStr,
-                  regMrIova2};
+                  regMrIova2,
+                  regDmabufMr};
   });
   return &table;
 }
 
+namespace emu {
+
+void setDmaBufSupport(DmaBufSupport support) {
+  World& w = world();
+  Lock lock(w.mutex);
+  w.dmaBuf = support;
+  // The table is the emulation's own: a test stands for an older rdma-core
+  // by taking the verb out of it (nothing reads the slot concurrently then).
+  const_cast<Verbs*>(emulationVerbs(0))->regDmabufMr = support == DmaBufSupport::kVerbAbsent ? nullptr : regDmabufMr;
+}
+
+}  // namespace emu
 }  // namespace weft::transport::ib

@@ -2,7 +2,10 @@
 // machines without an HCA: devices with one active InfiniBand port each,
 // protection domains, memory regions (keys and bounds checked), completion
 // queues and RC queue pairs (RESET -> INIT -> RTR -> RTS, RDMA WRITE, WRITE
-// WITH IMM and SEND/RECV, delivered in order per QP), reachable from every
+// WITH IMM, RDMA READ and SEND/RECV, delivered in order per QP), dma-buf
+// memory regions (any mmap-able fd, a memfd in tests, stands for the
+// dma-buf: the region's bytes are the fd's, reached through the emulation's
+// own mapping, never through the iova), reachable from every
 // thread of THIS process only: a QP number means nothing in another process.
 //
 // What it does as a real RC QP would:
@@ -42,12 +45,21 @@ struct Counters {
   int64_t memoryRegistrations = 0;  // reg_mr calls that succeeded
   int64_t liveRegions = 0;
   int64_t liveQps = 0;
-  int64_t writes = 0;  // RDMA WRITE and WRITE_WITH_IMM delivered
+  int64_t writes = 0;               // RDMA WRITE and WRITE_WITH_IMM delivered
+  int64_t reads = 0;                // RDMA READ delivered
+  int64_t dmaBufRegistrations = 0;  // reg_dmabuf_mr calls that succeeded
 };
 Counters counters();
 
 // Packets to QP `qpn` vanish from now on, as when its host lost power.
 void makeUnreachable(uint32_t qpn);
+
+// What the emulated rdma-core and kernel say to dma-buf registration: it
+// works; the kernel refuses it (reg_dmabuf_mr fails with EOPNOTSUPP, as a
+// kernel or RDMA driver without dma-buf support does); or the library lacks
+// the verb (the table's regDmabufMr is null, as rdma-core before v34).
+enum class DmaBufSupport { kSupported, kKernelRefuses, kVerbAbsent };
+void setDmaBufSupport(DmaBufSupport support);
 
 // Moves `qp` to ERR, as a fatal local error would: its posted receives and
 // held sends complete with IBV_WC_WR_FLUSH_ERR.

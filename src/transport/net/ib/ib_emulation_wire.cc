@@ -32,15 +32,16 @@ EmuQp* peerOf(World& w, EmuQp* q) {
 }
 
 // Copies the gathered bytes to `dst` in address order; the last 8 bytes, when
-// they form an aligned word, with release order (see ib_emulation.h).
-void writeOrdered(char* dst, const HeldSend& h) {
+// they form an aligned word, with release order (see ib_emulation.h). The
+// local regions were checked: their bytes are found through hostAddress.
+void writeOrdered(World& w, char* dst, const HeldSend& h) {
   const int64_t bytes = total(h);
   const bool tailWord = bytes >= 8 && (reinterpret_cast<uintptr_t>(dst + bytes) % 8) == 0;
   const int64_t body = tailWord ? bytes - 8 : bytes;
   int64_t at = 0;
   uint64_t tail = 0;
   for (const ibv_sge& s : h.sges) {
-    const char* src = reinterpret_cast<const char*>(s.addr);
+    const char* src = s.length > 0 ? hostAddress(w, s.lkey, s.addr) : nullptr;
     for (int64_t done = 0; done < s.length;) {
       const int64_t n = at < body ? std::min<int64_t>(s.length - done, body - at) : 1;
       if (at < body)
@@ -55,8 +56,7 @@ void writeOrdered(char* dst, const HeldSend& h) {
 }
 
 void fail(EmuQp* q, const HeldSend& h, ibv_wc_status status, EmuQp* alsoBroken = nullptr) {
-  complete(q->qp.send_cq, h.wr.wr_id, status, h.wr.opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
-           q->qp.qp_num);
+  complete(q->qp.send_cq, h.wr.wr_id, status, sendOpcode(h.wr.opcode), q->qp.qp_num);
   toError(q);
   if (alsoBroken) toError(alsoBroken);
 }
@@ -98,13 +98,13 @@ bool deliverSend(World& w, EmuQp* q, EmuQp* d, const HeldSend& h) {
   std::vector<char> bytes(static_cast<size_t>(total(h)));
   int64_t at = 0;
   for (const ibv_sge& s : h.sges) {
-    std::memcpy(bytes.data() + at, reinterpret_cast<const void*>(s.addr), s.length);
+    if (s.length > 0) std::memcpy(bytes.data() + at, hostAddress(w, s.lkey, s.addr), s.length);
     at += s.length;
   }
   at = 0;
   for (const ibv_sge& s : into) {
     const int64_t n = std::min<int64_t>(s.length, total(h) - at);
-    if (n > 0) std::memcpy(reinterpret_cast<void*>(s.addr), bytes.data() + at, static_cast<size_t>(n));
+    if (n > 0) std::memcpy(hostAddress(w, s.lkey, s.addr), bytes.data() + at, static_cast<size_t>(n));
     at += n > 0 ? n : 0;
   }
   completeReceive(d, q, IBV_WC_RECV, total(h), h.wr);
@@ -119,24 +119,63 @@ bool deliverWrite(World& w, EmuQp* q, EmuQp* d, const HeldSend& h) {
     fail(q, h, IBV_WC_REM_ACCESS_ERR, d);
     return false;
   }
-  writeOrdered(reinterpret_cast<char*>(addr), h);
+  writeOrdered(w, hostAddress(w, h.wr.wr.rdma.rkey, addr), h);
   w.counters.writes += 1;
   if (h.wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) completeReceive(d, q, IBV_WC_RECV_RDMA_WITH_IMM, total(h), h.wr);
+  return true;
+}
+
+// READ: from the region the remote key names into the local gather list,
+// which must be locally writable.
+bool deliverRead(World& w, EmuQp* q, EmuQp* d, const HeldSend& h) {
+  const uint64_t addr = h.wr.wr.rdma.remote_addr;
+  const bool allowed = (d->access & IBV_ACCESS_REMOTE_READ) != 0;
+  if (!allowed || !regionFor(w, h.wr.wr.rdma.rkey, d->qp.pd, addr, total(h), IBV_ACCESS_REMOTE_READ)) {
+    fail(q, h, IBV_WC_REM_ACCESS_ERR, d);
+    return false;
+  }
+  for (const ibv_sge& s : h.sges) {
+    if (s.length > 0 && !regionFor(w, s.lkey, q->qp.pd, s.addr, s.length, IBV_ACCESS_LOCAL_WRITE)) {
+      fail(q, h, IBV_WC_LOC_PROT_ERR);
+      return false;
+    }
+  }
+  const char* from = hostAddress(w, h.wr.wr.rdma.rkey, addr);
+  for (const ibv_sge& s : h.sges) {
+    if (s.length > 0) std::memcpy(hostAddress(w, s.lkey, s.addr), from, s.length);
+    from += s.length;
+  }
+  w.counters.reads += 1;
+  return true;
+}
+
+// A request held while its peer was unreachable may find a local region
+// gone by the time it is delivered: a local protection error, as hardware.
+bool localRegionsPresent(World& w, const EmuQp* q, const HeldSend& h) {
+  for (const ibv_sge& s : h.sges)
+    if (s.length > 0 && regionFor(w, s.lkey, q->qp.pd, s.addr, s.length, 0) == nullptr) return false;
   return true;
 }
 
 Outcome execute(World& w, EmuQp* q, const HeldSend& h) {
   EmuQp* d = peerOf(w, q);
   if (d == nullptr) return Outcome::kUnreachable;
+  if (!localRegionsPresent(w, q, h)) {
+    fail(q, h, IBV_WC_LOC_PROT_ERR);
+    return Outcome::kDone;
+  }
+  if (h.wr.opcode == IBV_WR_RDMA_READ) {
+    if (deliverRead(w, q, d, h) && h.signaled)
+      complete(q->qp.send_cq, h.wr.wr_id, IBV_WC_SUCCESS, IBV_WC_RDMA_READ, q->qp.qp_num);
+    return Outcome::kDone;
+  }
   const bool needsReceive = h.wr.opcode != IBV_WR_RDMA_WRITE;
   if (needsReceive && d->recvs.empty()) {
     fail(q, h, IBV_WC_RNR_RETRY_EXC_ERR);  // stricter than hardware: see ib_emulation.h
     return Outcome::kDone;
   }
   const bool ok = h.wr.opcode == IBV_WR_SEND ? deliverSend(w, q, d, h) : deliverWrite(w, q, d, h);
-  if (ok && h.signaled)
-    complete(q->qp.send_cq, h.wr.wr_id, IBV_WC_SUCCESS, h.wr.opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
-             q->qp.qp_num);
+  if (ok && h.signaled) complete(q->qp.send_cq, h.wr.wr_id, IBV_WC_SUCCESS, sendOpcode(h.wr.opcode), q->qp.qp_num);
   return Outcome::kDone;
 }
 
@@ -162,7 +201,7 @@ void retryHeld(World& w, EmuQp* q) {
 }
 
 bool supported(ibv_wr_opcode op) {
-  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND;
+  return op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM || op == IBV_WR_SEND || op == IBV_WR_RDMA_READ;
 }
 
 }  // namespace
@@ -181,8 +220,7 @@ int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     h.wr.next = nullptr;
     h.wr.sg_list = nullptr;
     if (qp->state == IBV_QPS_ERR) {
-      complete(qp->send_cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR, wr->opcode == IBV_WR_SEND ? IBV_WC_SEND : IBV_WC_RDMA_WRITE,
-               qp->qp_num);
+      complete(qp->send_cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR, sendOpcode(wr->opcode), qp->qp_num);
       continue;
     }
     bool localOk = true;

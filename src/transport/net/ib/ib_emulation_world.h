@@ -28,8 +28,11 @@ struct EmuContext {
 };
 
 struct EmuMr {
-  ibv_mr mr;
+  ibv_mr mr;  // mr.addr is the address work requests use (the iova)
   int access = 0;
+  char* host = nullptr;     // where those bytes are in this process: mr.addr, or the dma-buf's mapping
+  void* mapping = nullptr;  // a dma-buf registration's mmap of its fd, unmapped at deregistration
+  size_t mappingBytes = 0;
 };
 
 struct EmuCq {
@@ -68,6 +71,7 @@ struct World {
   std::map<uint32_t, EmuMr*> regions;  // by key (lkey == rkey)
   uint32_t nextQpn = 0x100, nextKey = 0x1000;
   emu::Counters counters;
+  emu::DmaBufSupport dmaBuf = emu::DmaBufSupport::kSupported;
 };
 
 using Lock = std::lock_guard<std::mutex>;
@@ -84,6 +88,14 @@ void toError(EmuQp* q);
 // The region `key` names in `pd` if [addr, addr+len) lies inside it and it
 // allows `access` (0: local read, always allowed); null otherwise.
 const EmuMr* regionFor(World& w, uint32_t key, const ibv_pd* pd, uint64_t addr, uint64_t len, int access);
+// Where the bytes at work-request address `addr` of the region `key` are in
+// this process (a dma-buf region's iova is not an address here). The region
+// must exist: callers checked it with regionFor.
+char* hostAddress(World& w, uint32_t key, uint64_t addr);
+// The completion opcode of a send-queue request.
+inline ibv_wc_opcode sendOpcode(ibv_wr_opcode op) {
+  return op == IBV_WR_SEND ? IBV_WC_SEND : op == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE;
+}
 // The LID of the emulated port behind `context`.
 uint16_t portLid(ibv_context* context);
 

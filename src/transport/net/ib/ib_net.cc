@@ -4,8 +4,10 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/params.h"
 #include "transport/net/ib/ib_comm.h"
 #include "transport/net/ib/ib_connect.h"
+#include "transport/net/ib/ib_gdr.h"
 
 namespace weft::transport {
 namespace {
@@ -33,8 +35,8 @@ ncclResult_t netGetProperties(int dev, weftNetProperties_v8_t* props) {
   props->name = const_cast<char*>(d.name.c_str());
   props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
   props->guid = d.guid;
-  props->ptrSupport = kNetPtrHost;  // GPUDirect (dma-buf) registration is not supported
-  props->regIsGlobal = 1;           // the registration cache is per device
+  props->ptrSupport = ib::gdrPtrSupport(d);  // GPU memory only where GPUDirect RDMA works (ib_gdr.h)
+  props->regIsGlobal = 1;                    // the registration cache is per device
   props->speed = d.speedMbps;
   props->port = d.port;
   props->latency = 0;
@@ -53,21 +55,27 @@ ncclResult_t netAccept(void* listenComm, void** recvComm, weftNetDeviceHandle_v8
 }
 
 ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  if (type != kNetPtrHost)
-    return report(errorStatus(ncclInvalidUsage,
-                              "IB: only host memory can be registered (type %d asked; GPUDirect "
-                              "RDMA is not supported)",
-                              type));
-  Result<ib::MrEntry*> mr = static_cast<IbComm*>(comm)->device()->registerMemory(data, size);
+  ib::IbDevice* device = static_cast<IbComm*>(comm)->device();
+  Result<ib::MrEntry*> mr =
+      errorStatus(ncclInvalidArgument, "IB: regMr type %d is neither host (%d) nor CUDA (%d) memory", type, kNetPtrHost,
+                  kNetPtrCuda);
+  if (type == kNetPtrHost) mr = device->registerMemory(data, size);
+  if (type == kNetPtrCuda) mr = ib::registerCudaMemory(*device, data, size);
   if (!mr.ok()) return report(mr.status());
   *mhandle = mr.value();
   return ncclSuccess;
 }
 
-ncclResult_t netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
-  return report(errorStatus(ncclInvalidUsage,
-                            "IB: dma-buf registration (ibv_reg_dmabuf_mr) is not supported; the IB "
-                            "network registers host memory only"));
+ncclResult_t netRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  if (type != kNetPtrCuda && type != kNetPtrDmaBuf && type != (kNetPtrCuda | kNetPtrDmaBuf))
+    return report(errorStatus(ncclInvalidArgument, "IB: regMrDmaBuf type %d; expected CUDA (%d) or dma-buf (%d) memory",
+                              type, kNetPtrCuda, kNetPtrDmaBuf));
+  if (fd < 0)
+    return report(errorStatus(ncclInvalidArgument, "IB: regMrDmaBuf fd %d; expected a dma-buf file descriptor", fd));
+  Result<ib::MrEntry*> mr = static_cast<IbComm*>(comm)->device()->registerDmaBuf(data, size, offset, fd);
+  if (!mr.ok()) return report(mr.status());
+  *mhandle = mr.value();
+  return ncclSuccess;
 }
 
 ncclResult_t netDeregMr(void* comm, void* mhandle) {
@@ -92,8 +100,19 @@ ncclResult_t netIrecv(void* recvComm, int n, void** data, int* sizes, int*, void
   return ncclSuccess;
 }
 
-ncclResult_t netIflush(void*, int, void**, int*, void**, void** request) {
+// Only a receive into GPU memory needs a flush, and only its last non-empty
+// buffer: the read orders every earlier write of the HCA (ib_flush.cc).
+ncclResult_t netIflush(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request) {
   *request = nullptr;  // host memory: a completed receive is already visible to the CPU
+  if (param::gdrFlushDisable() != 0) return ncclSuccess;
+  int last = -1;
+  for (int i = 0; i < n; ++i)
+    if (sizes[i] > 0 && mhandles[i] != nullptr && static_cast<ib::MrEntry*>(mhandles[i])->dmaBuf) last = i;
+  if (last < 0) return ncclSuccess;
+  Result<ib::Request*> r =
+      static_cast<IbComm*>(recvComm)->postFlush(data[last], static_cast<ib::MrEntry*>(mhandles[last]));
+  if (!r.ok()) return report(r.status());
+  *request = r.value();
   return ncclSuccess;
 }
 

@@ -48,6 +48,7 @@ bool fillTable(void* handle, Verbs* v, std::string* missing) {
   resolve(handle, "ibv_wc_status_str", &v->wcStatusStr, missing);
   std::string optional;
   resolve(handle, "ibv_reg_mr_iova2", &v->regMrIova2, &optional);
+  resolve(handle, "ibv_reg_dmabuf_mr", &v->regDmabufMr, &optional);
   v->postSend = systemPostSend;
   v->postRecv = systemPostRecv;
   v->pollCq = systemPollCq;

@@ -39,6 +39,11 @@ struct Verbs {
   // Registration with relaxed PCI ordering allowed (ibv_reg_mr_iova2 takes
   // the optional access flag); null when the library predates it.
   ibv_mr* (*regMrIova2)(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access);
+  // Registration of a dma-buf (GPU memory a driver exported as a file
+  // descriptor): bytes [offset, offset+length) of `fd`, addressed by work
+  // requests as [iova, iova+length). Null when the library predates
+  // ibv_reg_dmabuf_mr (rdma-core before v34): GPUDirect RDMA is then off.
+  ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
 };
 
 // The table in use: the emulation when WEFT_IB_EMULATE > 0, else

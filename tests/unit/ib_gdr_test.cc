@@ -1,0 +1,237 @@
+// GPUDirect RDMA on the IB network, on the verbs emulation: a memfd stands
+// for the dma-buf a CUDA driver would export (nothing here touches a GPU).
+// Receives land in the dma-buf's bytes (not at the iova), iflush is a real
+// loopback READ the emulation performs and completes, NCCL_GDR_FLUSH_DISABLE
+// and host buffers need no flush, and every refusal says why: rdma-core
+// without ibv_reg_dmabuf_mr, a kernel without dma-buf regions, a build or
+// driver that cannot export GPU memory.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "ib_pair.h"
+#include "transport/net/ib/ib_comm.h"
+#include "transport/net/ib/ib_emulation.h"
+#include "transport/net/ib/ib_gdr.h"
+
+namespace weft::testing {
+namespace {
+
+namespace ib = transport::ib;
+
+// A memfd of `bytes` standing for GPU memory exported as a dma-buf, with the
+// test's own view of it.
+struct FakeDmaBuf {
+  int fd = -1;
+  uint8_t* view = nullptr;
+  size_t bytes;
+  explicit FakeDmaBuf(size_t n) : bytes(n) {
+    fd = memfd_create("weft-gpu-memory", 0);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(n)), 0);
+    view = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+    EXPECT_NE(view, MAP_FAILED);
+  }
+  ~FakeDmaBuf() {
+    munmap(view, bytes);
+    close(fd);
+  }
+};
+
+// The iova the receiver registers: a decoy buffer, so bytes written at the
+// iova instead of into the dma-buf are caught.
+struct GdrPair : IbPair {
+  FakeDmaBuf gpu{1 << 16};
+  std::vector<uint8_t> decoy = std::vector<uint8_t>(1 << 14, 0);
+  void* gpuMr = nullptr;
+  static constexpr uint64_t kOffset = 8192;  // where the registered range starts in the dma-buf
+
+  ~GdrPair() {
+    if (gpuMr) api.deregMr(recv, gpuMr);
+  }
+  void registerGpu() {
+    ASSERT_EQ(api.regMrDmaBuf(recv, decoy.data(), decoy.size(), kNetPtrCuda, kOffset, gpu.fd, &gpuMr), ncclSuccess)
+        << ibNetLastError();
+  }
+  void* receiveIntoGpu() {
+    void* data = decoy.data();
+    int capacity = static_cast<int>(decoy.size()), tag = 0;
+    void* request = nullptr;
+    EXPECT_EQ(api.irecv(recv, 1, &data, &capacity, &tag, &gpuMr, &request), ncclSuccess) << ibNetLastError();
+    return request;
+  }
+  ncclResult_t flush(int bytes, void* mr, void** request) {
+    void* data = mr == gpuMr ? static_cast<void*>(decoy.data()) : static_cast<void*>(recvBuf.data());
+    return api.iflush(recv, 1, &data, &bytes, &mr, request);
+  }
+};
+
+TEST(IbGdr, ReceiveLandsInTheDmaBufAndIflushReadsItBack) {
+  GdrPair p;
+  p.connect();
+  p.registerGpu();
+  const int kBytes = 5000;
+  const std::vector<uint8_t> pattern = patternMessage(7, kBytes);
+  std::copy(pattern.begin(), pattern.end(), p.sendBuf.begin());
+  void* r = p.receiveIntoGpu();
+  ASSERT_NE(r, nullptr);
+  void* s = p.postSend(kBytes);
+  ASSERT_NE(s, nullptr);
+  int bytes = 0;
+  ASSERT_EQ(p.wait(s, &bytes), ncclSuccess) << ibNetLastError();
+  ASSERT_EQ(p.wait(r, &bytes), ncclSuccess) << ibNetLastError();
+  EXPECT_EQ(bytes, kBytes);
+  EXPECT_EQ(firstMismatch(p.gpu.view + GdrPair::kOffset, 7, kBytes), -1) << "the message is not in the dma-buf";
+  EXPECT_EQ(std::count(p.decoy.begin(), p.decoy.end(), 0), static_cast<long>(p.decoy.size()))
+      << "bytes were written at the iova";
+
+  auto* comm = static_cast<ib::IbComm*>(p.recv);
+  EXPECT_EQ(comm->flushQpNumber(), 0u) << "the loopback QP is made at the first flush";
+  const int64_t readsBefore = ib::emu::counters().reads;
+  void* flush = nullptr;
+  ASSERT_EQ(p.flush(kBytes, p.gpuMr, &flush), ncclSuccess) << ibNetLastError();
+  ASSERT_NE(flush, nullptr) << "a receive into GPU memory needs a flush";
+  EXPECT_NE(comm->flushQpNumber(), 0u);
+  ASSERT_EQ(p.wait(flush, &bytes), ncclSuccess) << ibNetLastError();
+  EXPECT_EQ(ib::emu::counters().reads, readsBefore + 1) << "the flush is one RDMA READ";
+
+  // A second message and flush reuse the loopback QP.
+  const uint32_t flushQp = comm->flushQpNumber();
+  r = p.receiveIntoGpu();
+  s = p.postSend(100);
+  ASSERT_TRUE(r && s);
+  ASSERT_EQ(p.wait(s, &bytes), ncclSuccess);
+  ASSERT_EQ(p.wait(r, &bytes), ncclSuccess);
+  ASSERT_EQ(p.flush(100, p.gpuMr, &flush), ncclSuccess) << ibNetLastError();
+  ASSERT_NE(flush, nullptr);
+  ASSERT_EQ(p.wait(flush, &bytes), ncclSuccess) << ibNetLastError();
+  EXPECT_EQ(comm->flushQpNumber(), flushQp);
+  EXPECT_EQ(ib::emu::counters().reads, readsBefore + 2);
+}
+
+TEST(IbGdr, NoFlushForHostMemoryEmptyReceivesOrWhenDisabled) {
+  GdrPair p;
+  p.connect();
+  p.registerGpu();
+  const int64_t readsBefore = ib::emu::counters().reads;
+  void* flush = &p;
+  ASSERT_EQ(p.flush(100, p.recvMr, &flush), ncclSuccess);
+  EXPECT_EQ(flush, nullptr) << "host memory is visible to the CPU once the receive completed";
+  flush = &p;
+  ASSERT_EQ(p.flush(0, p.gpuMr, &flush), ncclSuccess);
+  EXPECT_EQ(flush, nullptr) << "an empty receive wrote nothing";
+  {
+    ScopedEnv off("NCCL_GDR_FLUSH_DISABLE", "1");
+    flush = &p;
+    ASSERT_EQ(p.flush(100, p.gpuMr, &flush), ncclSuccess);
+    EXPECT_EQ(flush, nullptr) << "NCCL_GDR_FLUSH_DISABLE=1";
+  }
+  EXPECT_EQ(ib::emu::counters().reads, readsBefore);
+  EXPECT_EQ(static_cast<ib::IbComm*>(p.recv)->flushQpNumber(), 0u);
+}
+
+TEST(IbGdr, DmaBufRegistrationsAreCachedLikeHostOnes) {
+  GdrPair p;
+  p.connect();
+  const int64_t before = ib::emu::counters().dmaBufRegistrations;
+  p.registerGpu();
+  void* inside = nullptr;
+  ASSERT_EQ(p.api.regMrDmaBuf(p.recv, p.decoy.data() + 64, 128, kNetPtrCuda, GdrPair::kOffset + 64, p.gpu.fd, &inside),
+            ncclSuccess);
+  EXPECT_EQ(inside, p.gpuMr);
+  EXPECT_EQ(ib::emu::counters().dmaBufRegistrations, before + 1);
+  EXPECT_EQ(p.api.deregMr(p.recv, inside), ncclSuccess);
+  EXPECT_TRUE(static_cast<ib::MrEntry*>(p.gpuMr)->dmaBuf);
+}
+
+TEST(IbGdr, RefusalsSayWhy) {
+  IbPair p;
+  p.connect();
+  FakeDmaBuf gpu(4096);
+  void* mr = nullptr;
+  EXPECT_EQ(p.api.regMrDmaBuf(p.recv, gpu.view, 4096, kNetPtrCuda, 0, -1, &mr), ncclInvalidArgument);
+  EXPECT_TRUE(contains(ibNetLastError(), "fd -1")) << ibNetLastError();
+  EXPECT_EQ(p.api.regMrDmaBuf(p.recv, gpu.view, 4096, kNetPtrHost, 0, gpu.fd, &mr), ncclInvalidArgument);
+  EXPECT_TRUE(contains(ibNetLastError(), "type 1")) << ibNetLastError();
+  EXPECT_EQ(p.api.regMr(p.recv, p.recvBuf.data(), 100, 0x40, &mr), ncclInvalidArgument);
+  EXPECT_TRUE(contains(ibNetLastError(), "type 64")) << ibNetLastError();
+
+  // CUDA memory needs the driver to export it: this build has no cuda backend.
+  EXPECT_EQ(p.api.regMr(p.recv, gpu.view, 4096, kNetPtrCuda, &mr), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ibNetLastError(), "dma-buf")) << ibNetLastError();
+  EXPECT_TRUE(contains(ibNetLastError(), "cuda backend")) << ibNetLastError();
+
+  ib::emu::setDmaBufSupport(ib::emu::DmaBufSupport::kKernelRefuses);
+  EXPECT_EQ(p.api.regMrDmaBuf(p.recv, gpu.view, 4096, kNetPtrCuda, 0, gpu.fd, &mr), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ibNetLastError(), "does not support dma-buf memory regions")) << ibNetLastError();
+  const ib::GdrFacts refused = ib::gatherGdrFacts(*ib::ibDevices(nullptr)[0]);
+  EXPECT_TRUE(contains(ib::decideGdr(refused).why, "refuses dma-buf")) << ib::decideGdr(refused).why;
+
+  ib::emu::setDmaBufSupport(ib::emu::DmaBufSupport::kVerbAbsent);
+  EXPECT_EQ(p.api.regMrDmaBuf(p.recv, gpu.view, 4096, kNetPtrCuda, 0, gpu.fd, &mr), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ibNetLastError(), "lacks ibv_reg_dmabuf_mr")) << ibNetLastError();
+  EXPECT_EQ(p.api.regMr(p.recv, gpu.view, 4096, kNetPtrCuda, &mr), ncclInvalidUsage);
+  EXPECT_TRUE(contains(ibNetLastError(), "lacks ibv_reg_dmabuf_mr")) << ibNetLastError();
+  weftNetProperties_v8_t props{};
+  ASSERT_EQ(p.api.getProperties(0, &props), ncclSuccess);
+  EXPECT_EQ(props.ptrSupport, kNetPtrHost);
+  ib::emu::setDmaBufSupport(ib::emu::DmaBufSupport::kSupported);
+}
+
+// The emulated HCA does dma-buf; what is missing here is the GPU side.
+TEST(IbGdr, PropertiesOfferHostMemoryOnlyWithoutTheCudaBackend) {
+  const weftNet_v8_t& api = ibApi();
+  weftNetProperties_v8_t props{};
+  ASSERT_EQ(api.getProperties(0, &props), ncclSuccess);
+  EXPECT_EQ(props.ptrSupport, kNetPtrHost);
+  const ib::GdrFacts facts = ib::gatherGdrFacts(*ib::ibDevices(nullptr)[0]);
+  EXPECT_TRUE(facts.dmaBufVerb);
+  EXPECT_EQ(facts.kernelProbeErrno, EBADF);
+  EXPECT_FALSE(facts.cudaBuilt);
+  const ib::GdrVerdict verdict = ib::decideGdr(facts);
+  EXPECT_FALSE(verdict.usable);
+  EXPECT_TRUE(contains(verdict.why, "without the cuda backend")) << verdict.why;
+}
+
+// The decision itself, each missing piece in turn.
+TEST(IbGdr, DecisionNamesTheFirstMissingPiece) {
+  ib::GdrFacts all;
+  all.verbsSource = "libibverbs.so.1";
+  all.dmaBufVerb = true;
+  all.kernelProbeErrno = EBADF;
+  all.cudaBuilt = true;
+  all.gpus = 2;
+  EXPECT_TRUE(ib::decideGdr(all).usable) << ib::decideGdr(all).why;
+
+  struct Case {
+    const char* expect;
+    void (*change)(ib::GdrFacts*);
+  };
+  const Case cases[] = {
+      {"libibverbs.so.1 lacks ibv_reg_dmabuf_mr", [](ib::GdrFacts* f) { f->dmaBufVerb = false; }},
+      {"refuses dma-buf memory regions", [](ib::GdrFacts* f) { f->kernelProbeErrno = EOPNOTSUPP; }},
+      {"refuses dma-buf memory regions", [](ib::GdrFacts* f) { f->kernelProbeErrno = EPROTONOSUPPORT; }},
+      {"without the cuda backend", [](ib::GdrFacts* f) { f->cudaBuilt = false; }},
+      {"no CUDA device", [](ib::GdrFacts* f) { f->gpus = 0; }},
+      {"cannot export device 1's memory as a dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)",
+       [](ib::GdrFacts* f) { f->gpuWithoutDmaBuf = 1; }},
+      {"could not say whether it exports dma-bufs: libcuda.so.1 lacks cuMemGetHandleForAddressRange",
+       [](ib::GdrFacts* f) { f->gpuQueryError = "libcuda.so.1 lacks cuMemGetHandleForAddressRange"; }},
+  };
+  for (const Case& c : cases) {
+    ib::GdrFacts f = all;
+    c.change(&f);
+    const ib::GdrVerdict v = ib::decideGdr(f);
+    EXPECT_FALSE(v.usable) << c.expect;
+    EXPECT_TRUE(contains(v.why, c.expect)) << v.why;
+  }
+  ib::GdrFacts peermemOnly = all;
+  peermemOnly.dmaBufVerb = false;
+  peermemOnly.peerMemoryModule = true;
+  EXPECT_FALSE(ib::decideGdr(peermemOnly).usable) << "nv_peermem alone is not used";
+}
+
+}  // namespace
+}  // namespace weft::testing
