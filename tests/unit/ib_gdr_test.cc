@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "device/backend/cuda/runtime.h"
 #include "ib_pair.h"
 #include "transport/net/ib/ib_comm.h"
 #include "transport/net/ib/ib_emulation.h"
@@ -158,10 +159,18 @@ TEST(IbGdr, RefusalsSayWhy) {
   EXPECT_EQ(p.api.regMr(p.recv, p.recvBuf.data(), 100, 0x40, &mr), ncclInvalidArgument);
   EXPECT_TRUE(contains(ibNetLastError(), "type 64")) << ibNetLastError();
 
-  // CUDA memory needs the driver to export it: this build has no cuda backend.
+  // CUDA memory needs the driver to export it: a build without the cuda
+  // backend says so; one with it, on this machine (no GPU, no driver), says
+  // the driver is missing.
   EXPECT_EQ(p.api.regMr(p.recv, gpu.view, 4096, kNetPtrCuda, &mr), ncclInvalidUsage);
   EXPECT_TRUE(contains(ibNetLastError(), "dma-buf")) << ibNetLastError();
-  EXPECT_TRUE(contains(ibNetLastError(), "cuda backend")) << ibNetLastError();
+  if (cuda::built() && cuda::deviceCount() > 0) {
+    // A machine with a GPU: the fake pointer is not CUDA memory; the driver says so.
+  } else if (cuda::built()) {
+    EXPECT_TRUE(contains(ibNetLastError(), "CUDA driver")) << ibNetLastError();
+  } else {
+    EXPECT_TRUE(contains(ibNetLastError(), "cuda backend")) << ibNetLastError();
+  }
 
   ib::emu::setDmaBufSupport(ib::emu::DmaBufSupport::kKernelRefuses);
   EXPECT_EQ(p.api.regMrDmaBuf(p.recv, gpu.view, 4096, kNetPtrCuda, 0, gpu.fd, &mr), ncclInvalidUsage);
@@ -180,8 +189,11 @@ TEST(IbGdr, RefusalsSayWhy) {
   ib::emu::setDmaBufSupport(ib::emu::DmaBufSupport::kSupported);
 }
 
-// The emulated HCA does dma-buf; what is missing here is the GPU side.
-TEST(IbGdr, PropertiesOfferHostMemoryOnlyWithoutTheCudaBackend) {
+// The emulated HCA does dma-buf; what is missing here is the GPU side: the
+// cuda backend (a host-only build) or a visible GPU (a cuda build on a
+// machine without one).
+TEST(IbGdr, PropertiesOfferHostMemoryOnlyWithoutTheCudaBackendOrAGpu) {
+  if (cuda::built() && cuda::deviceCount() > 0) GTEST_SKIP() << "a GPU is visible: GDR then depends on its driver";
   const weftNet_v8_t& api = ibApi();
   weftNetProperties_v8_t props{};
   ASSERT_EQ(api.getProperties(0, &props), ncclSuccess);
@@ -189,10 +201,11 @@ TEST(IbGdr, PropertiesOfferHostMemoryOnlyWithoutTheCudaBackend) {
   const ib::GdrFacts facts = ib::gatherGdrFacts(*ib::ibDevices(nullptr)[0]);
   EXPECT_TRUE(facts.dmaBufVerb);
   EXPECT_EQ(facts.kernelProbeErrno, EBADF);
-  EXPECT_FALSE(facts.cudaBuilt);
+  EXPECT_EQ(facts.cudaBuilt, cuda::built());
   const ib::GdrVerdict verdict = ib::decideGdr(facts);
   EXPECT_FALSE(verdict.usable);
-  EXPECT_TRUE(contains(verdict.why, "without the cuda backend")) << verdict.why;
+  const char* missing = cuda::built() ? "no CUDA device is visible" : "without the cuda backend";
+  EXPECT_TRUE(contains(verdict.why, missing)) << verdict.why;
 }
 
 // The decision itself, each missing piece in turn.
