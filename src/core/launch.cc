@@ -353,7 +353,11 @@ Status launchLocked(Comm* const* comms, size_t n) {
       // Connections made on first use (one-shot, exchanges, hierarchical
       // ring) go through the bootstrap like init's: a peer found gone there
       // is told to every rank, as init does, so that ranks not talking to it
-      // name it too rather than the first survivor that aborts.
+      // name it too rather than the first survivor that aborts. The peer may
+      // have given up because another rank failed first (its segment is
+      // gone, its listener closed): a notice of that failure, already here
+      // or arriving within the grace, names the rank that failed first.
+      if (awaitNotice(*comms[0])) connected = noticedFailure(*comms[0]);
       for (size_t i = 0; i < n; ++i) {
         markFailed(comms[i], connected);
         if (comms[i]->abortFlag.load() == 0) reportInitFailure(comms[i], connected);
