@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -76,6 +77,11 @@ TEST(LinkFailure, TheErrorNamesTheLinkAndACommWithoutItWorks) {
       ncclComm_t comm = comms[static_cast<size_t>(r)];
       ASSERT_EQ(allReduceUntilFailure(comm, r, 1), ncclSuccess);
       if (r == 0) injectLinkFailure(asComm(comm), 1, "the link's FIFO broke (test)");
+      // The injected failure is a flag, not a link that stops: a wait checks
+      // it once it stops spinning, which on an idle machine a ring of fast
+      // threads may never do in 1000 calls. The others pause, as data on a
+      // broken link would: rank 0's next wait outlasts its spin.
+      if (r != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       results[static_cast<size_t>(r)] = allReduceUntilFailure(comm, r, 1000);
       errors[static_cast<size_t>(r)] = ncclGetLastError(comm);
       if (r == 0) {
