@@ -13,6 +13,7 @@
 // Variants: WEFT_LOOP_FAIL_INIT (init fails), WEFT_LOOP_NO_DEVICES (zero
 // devices), WEFT_LOOP_COLLNET (also exports a CollNet table symbol),
 // WEFT_LOOP_BLOCKING_ACCEPT (the older handshake: see kBlockingAccept).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -74,6 +75,9 @@ struct Comm {
   Pipe* pipe;
   bool isSend;
   int inFlight = 0;
+  // Requests posted and not yet tested done (under pipe->mutex): close frees
+  // them, as a comm closed with requests in flight (an abort) must.
+  std::vector<Request*> live;
 };
 
 struct Listener {
@@ -170,12 +174,12 @@ ncclResult_t loopConnect(void* handle, void** sendComm) {
     h.listener->arrivals.push_back(h.connecting);
     std::memcpy(handle, &h, sizeof(h));
     if (!kBlockingAccept) return ncclSuccess;
-    *sendComm = new Comm{h.connecting, true};  // the old kind: connected at once
+    *sendComm = new Comm{h.connecting, true, 0, {}};  // the old kind: connected at once
     return ncclSuccess;
   }
   std::lock_guard<std::mutex> lock(h.connecting->mutex);
   if (!h.connecting->accepted) return ncclSuccess;
-  *sendComm = new Comm{h.connecting, true};
+  *sendComm = new Comm{h.connecting, true, 0, {}};
   std::lock_guard<std::mutex> statsLock(stats().mutex);
   stats().connects += 1;
   return ncclSuccess;
@@ -206,7 +210,7 @@ ncclResult_t loopAccept(void* listenComm, void** recvComm) {
     std::lock_guard<std::mutex> lock(pipe->mutex);
     pipe->accepted = true;
   }
-  *recvComm = new Comm{pipe, false};
+  *recvComm = new Comm{pipe, false, 0, {}};
   std::lock_guard<std::mutex> statsLock(stats().mutex);
   stats().accepts += 1;
   return ncclSuccess;
@@ -239,6 +243,7 @@ ncclResult_t post(Comm* comm, char* data, size_t bytes, void** request) {
   if (comm->inFlight >= kMaxInFlight) return ncclSuccess;  // busy
   auto* r = new Request{comm->pipe, comm, comm->isSend, data, bytes};
   (comm->isSend ? comm->pipe->sends : comm->pipe->recvs).push_back(r);
+  comm->live.push_back(r);
   comm->inFlight += 1;
   *request = r;
   return ncclSuccess;
@@ -284,6 +289,8 @@ ncclResult_t loopTest(void* request, int* done, int* sizes) {
   if (r->failed) return ncclInternalError;  // a message larger than the receive
   if (sizes) *sizes = static_cast<int>(r->bytes);
   r->comm->inFlight -= 1;
+  std::vector<Request*>& live = r->comm->live;
+  live.erase(std::find(live.begin(), live.end(), r));
   delete r;
   return ncclSuccess;
 }
@@ -294,6 +301,11 @@ ncclResult_t loopClose(void* comm) {
   {
     std::lock_guard<std::mutex> lock(c->pipe->mutex);
     last = ++c->pipe->closedEnds == 2;
+    // Requests still in flight: out of the pipe's queues, then freed.
+    for (std::deque<Request*>* queue : {&c->pipe->sends, &c->pipe->recvs})
+      queue->erase(std::remove_if(queue->begin(), queue->end(), [c](Request* r) { return r->comm == c; }),
+                   queue->end());
+    for (Request* r : c->live) delete r;
   }
   if (last) delete c->pipe;
   delete c;
