@@ -145,18 +145,24 @@ RailLog parseRails(const std::string& log, int perNode) {
   return out;
 }
 
+// Two virtual nodes of 4 ranks over the emulated IB network with four NICs
+// (multinic_emu.xml), 4 channels, one checked AllReduce; the NET and GRAPH log.
+std::string allReduceOverFourEmulatedNics() {
+  ScopedEnv emulate("WEFT_IB_EMULATE", "4");
+  ScopedEnv net("NCCL_NET", "IB");
+  ScopedEnv topo("NCCL_TOPO_FILE", (kFixtures + "/multinic_emu.xml").c_str());
+  ScopedEnv nodes("WEFT_RANKS_PER_NODE", "4");
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
+  return runLogged(8, "NET,GRAPH", [](RankContext& ctx) {
+    runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 300001, 0, false});
+  });
+}
+
 TEST(OverIbRails, EachChannelUsesItsPlannedNicOnBothNodes) {
   inFreshProcess(240, [] {
     ScopedEnv algo("NCCL_ALGO", "Ring,Tree");  // only planned links (a hierarchical ring's are the GPU's nearest)
-    ScopedEnv emulate("WEFT_IB_EMULATE", "4");
-    ScopedEnv net("NCCL_NET", "IB");
-    ScopedEnv topo("NCCL_TOPO_FILE", (kFixtures + "/multinic_emu.xml").c_str());
-    ScopedEnv nodes("WEFT_RANKS_PER_NODE", "4");
-    ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
-    ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
-    const std::string log = runLogged(8, "NET,GRAPH", [](RankContext& ctx) {
-      runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 300001, 0, false});
-    });
+    const std::string log = allReduceOverFourEmulatedNics();
     const RailLog rails = parseRails(log, 4);
     EXPECT_GT(rails.planned, 0) << log;
     EXPECT_EQ(rails.spread, 0) << log;
@@ -182,16 +188,8 @@ TEST(OverIbRails, EachChannelUsesItsPlannedNicOnBothNodes) {
 // device, which is said once each, and their channels spread over the two.
 TEST(OverIbRails, NicsLeftOutByIbHcaFallBackToSpreading) {
   inFreshProcess(240, [] {
-    ScopedEnv emulate("WEFT_IB_EMULATE", "4");
-    ScopedEnv net("NCCL_NET", "IB");
     ScopedEnv hca("NCCL_IB_HCA", "=emu0,emu1");
-    ScopedEnv topo("NCCL_TOPO_FILE", (kFixtures + "/multinic_emu.xml").c_str());
-    ScopedEnv nodes("WEFT_RANKS_PER_NODE", "4");
-    ScopedEnv minCh("NCCL_MIN_NCHANNELS", "4");
-    ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "4");
-    const std::string log = runLogged(8, "NET,GRAPH", [](RankContext& ctx) {
-      runAndCheck(ctx, {CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 300001, 0, false});
-    });
+    const std::string log = allReduceOverFourEmulatedNics();
     const RailLog rails = parseRails(log, 4);
     EXPECT_GT(rails.planned, 0) << log;
     EXPECT_GT(rails.spread, 0) << log;
