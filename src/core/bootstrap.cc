@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "common/params.h"
+#include "common/process.h"
 
 namespace weft::core {
 namespace {
@@ -67,7 +68,15 @@ Bootstrap::Bootstrap(int rank, int nranks, uint64_t secret, Socket listen, const
       mailbox_(std::make_unique<BootstrapMailbox>(std::move(listen), secret, rank, nranks)),
       abortFlag_(abortFlag) {}
 
-Deadline Bootstrap::deadline() const { return Deadline::afterSec(param::bootstrapTimeoutSec()); }
+WaitLimit Bootstrap::waitLimit() const {
+  const int64_t callSec = param::waitTimeoutSec();
+  if (passedFinalBarrier_.load(std::memory_order_acquire) && callSec > 0)
+    return {Deadline::afterSec(callSec), callSec, "WEFT_TIMEOUT"};
+  const int64_t initSec = param::bootstrapTimeoutSec();
+  return {Deadline::afterSec(initSec), initSec, "WEFT_BOOTSTRAP_TIMEOUT"};
+}
+
+Deadline Bootstrap::deadline() const { return waitLimit().deadline; }
 
 Status Bootstrap::noticeStatus() const {
   BootstrapMailbox::Notice n = mailbox_->firstNotice();
@@ -85,6 +94,12 @@ Status Bootstrap::checkAbort() const {
   // connection.
   if (mailbox_->noticed() && !(inFinalBarrier_ && mailbox_->firstNotice().afterInit)) return noticeStatus();
   return okStatus();
+}
+
+void Bootstrap::noteSuspect(int peer) {
+  if (mailbox_->noticed()) return;
+  int none = -1;
+  suspect_.compare_exchange_strong(none, peer);
 }
 
 bool Bootstrap::awaitNotice(int graceMs) const {
@@ -125,8 +140,12 @@ bool Bootstrap::peerAlive(int peer) {
 
 std::function<Status()> Bootstrap::waitCheck(int peer) {
   auto nextProbe = std::make_shared<int64_t>(nowNs() + kProbeEveryNs);
-  return [this, peer, nextProbe]() -> Status {
+  const pid_t pid =
+      peer >= 0 && static_cast<size_t>(peer) < peerPids_.size() ? peerPids_[static_cast<size_t>(peer)] : 0;
+  return [this, peer, pid, nextProbe]() -> Status {
     WEFT_RETURN_IF_ERROR(checkAbort());
+    // Called every 100 ms: a local peer's exit costs a signal-0 kill, not a connection.
+    if (pid > 0 && !processAlive(pid)) return peerGone(peer, "its process exited");
     if (nowNs() < *nextProbe) return okStatus();
     *nextProbe = nowNs() + kProbeEveryNs;
     if (!peerAlive(peer)) return peerGone(peer, "its bootstrap listener refuses connections");
@@ -231,7 +250,7 @@ Status Bootstrap::connectRing(const SocketAddress& next) {
   // Peers' addresses are not known yet at join: the check is abort and notices only.
   std::function<Status()> check =
       peers_.empty() ? std::function<Status()>([this] { return checkAbort(); }) : waitCheck(prevRank);
-  WEFT_ASSIGN_OR_RETURN(ringPrev_, mailbox_->takeRing(prevRank, deadline(), check));
+  WEFT_ASSIGN_OR_RETURN(ringPrev_, mailbox_->takeRing(prevRank, waitLimit(), check));
   return okStatus();
 }
 
@@ -251,12 +270,30 @@ Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // unreachable for now: not a busy loop
   }
   wire::PeerHeader header{secret_, rank_, tag, bytes};
-  WEFT_RETURN_IF_ERROR(conn.value().sendAll(&header, sizeof(header), limit));
-  return conn.value().sendAll(data, bytes, limit);
+  Status sent = conn.value().sendAll(&header, sizeof(header), limit);
+  if (sent.ok()) sent = conn.value().sendAll(data, bytes, limit);
+  // Accepted, then closed before taking it all: the peer's communicator went
+  // away (its init failed, or it aborted), maybe on another rank's failure.
+  if (!sent.ok() && !limit.expired())
+    return peerGone(peer,
+                    strFormat("its bootstrap listener closed the connection (%s)", sent.message().c_str()).c_str());
+  return sent;
 }
 
 Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
-  WEFT_ASSIGN_OR_RETURN(std::vector<char> message, mailbox_->take(peer, tag, deadline(), waitCheck(peer)));
+  const WaitLimit limit = waitLimit();
+  Result<std::vector<char>> taken = mailbox_->take(peer, tag, limit, waitCheck(peer));
+  if (!taken.ok()) {
+    // Ran out of time on this peer: it is the suspect a failure report names
+    // (reportInitFailure), unless a wait found another rank gone first.
+    if (!limit.deadline.expired()) return taken.status();
+    // Silent, but alive: it may be waiting on the rank that failed, whose
+    // waiter's notice is then on its way.
+    if (awaitNotice(kNoticeGraceMs)) return noticeStatus();
+    noteSuspect(peer);
+    return taken.status();
+  }
+  std::vector<char> message = std::move(taken.value());
   if (message.size() != bytes)
     return errorStatus(ncclInternalError,
                        "rank %d: bootstrap message from rank %d (tag %d) has %zu bytes, expected %zu", rank_, peer, tag,
@@ -312,7 +349,8 @@ Status Bootstrap::exchange(const void* sendData, void* recvData, size_t bytes) {
   char* in = static_cast<char*>(recvData);
   size_t sent = 0;
   size_t received = 0;
-  const Deadline limit = deadline();
+  const WaitLimit wait = waitLimit();
+  const Deadline& limit = wait.deadline;
   const int next = (rank_ + 1) % nranks_;
   const int prev = (rank_ + nranks_ - 1) % nranks_;
   while (sent < bytes || received < bytes) {
@@ -325,8 +363,8 @@ Status Bootstrap::exchange(const void* sendData, void* recvData, size_t bytes) {
       if (limit.expired() && awaitNotice(kNoticeGraceMs)) return noticeStatus();  // a rank that knows more told us
       if (limit.expired())
         return errorStatus(ncclRemoteError,
-                           "rank %d: bootstrap ring exchange stalled for %lld s (rank %d or %d stopped)", rank_,
-                           static_cast<long long>(param::bootstrapTimeoutSec()), prev, next);
+                           "rank %d: bootstrap ring exchange stalled for %lld s (%s; rank %d or %d stopped)", rank_,
+                           static_cast<long long>(wait.seconds), wait.name, prev, next);
       continue;
     }
     if (sent < bytes && (fds[0].revents & (POLLOUT | POLLERR | POLLHUP))) {

@@ -68,12 +68,23 @@ class Bootstrap {
   Status noticeStatus() const;
   // The rank a failed wait found gone (dead listener, closed ring link), or -1.
   int suspect() const { return suspect_.load(std::memory_order_relaxed); }
+  // A wait on `peer` ran out of time: it becomes the suspect unless one is
+  // known already or a notice came (which names the rank that failed first).
+  void noteSuspect(int peer);
   // Whether `peer` is still there: false only when its listener refuses a
   // connection (the process exited, or its communicator is gone).
   bool peerAlive(int peer);
   // For a wait on `peer` outside the bootstrap (a network accept): fails on
   // abort, on a failure notice, and (probed once a second) when the peer is gone.
   std::function<Status()> waitCheck(int peer);
+  // Per rank, a process on this host whose exit waitCheck notices within
+  // 200 ms (no probe needed), or 0. Set once init knows them.
+  void watchProcesses(std::vector<pid_t> pids) { peerPids_ = std::move(pids); }
+  // How long a bootstrap wait may last from now: WEFT_BOOTSTRAP_TIMEOUT in
+  // init; once init has passed its final barrier, a wait belongs to a call
+  // (a connection made on first use, a split) and has a call's bound,
+  // WEFT_TIMEOUT (when set), like the data path's waits in the same call.
+  WaitLimit waitLimit() const;
 
  private:
   Bootstrap(int rank, int nranks, uint64_t secret, Socket listen, const std::atomic<uint32_t>* abortFlag);
@@ -97,6 +108,7 @@ class Bootstrap {
   SocketAddress prev_;                // the ring predecessor's listener
   const std::atomic<uint32_t>* abortFlag_;
   std::atomic<int> suspect_{-1};
+  std::vector<pid_t> peerPids_;                  // see watchProcesses
   bool inFinalBarrier_ = false;                  // touched by the init thread only
   std::atomic<bool> passedFinalBarrier_{false};  // read by notifyFailure on any thread
 };

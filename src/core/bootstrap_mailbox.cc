@@ -138,7 +138,7 @@ void BootstrapMailbox::finish(Reading&& r) {
 }
 
 template <typename Found>
-Status BootstrapMailbox::waitFor(Found&& found, Deadline deadline, const std::function<Status()>& check,
+Status BootstrapMailbox::waitFor(Found&& found, const WaitLimit& limit, const std::function<Status()>& check,
                                  const char* what) {
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
@@ -148,16 +148,16 @@ Status BootstrapMailbox::waitFor(Found&& found, Deadline deadline, const std::fu
     lock.lock();
     if (!checked.ok()) return checked;
     if (found()) return okStatus();
-    if (deadline.expired())
+    if (limit.deadline.expired())
       return errorStatus(ncclRemoteError,
-                         "rank %d: waited %lld s for %s (WEFT_BOOTSTRAP_TIMEOUT); the peer is alive but did not "
+                         "rank %d: waited %lld s for %s (%s); the peer is alive but did not "
                          "send it: is it blocked elsewhere, or making different calls?",
-                         rank_, static_cast<long long>(param::bootstrapTimeoutSec()), what);
+                         rank_, static_cast<long long>(limit.seconds), what, limit.name);
     arrivedCv_.wait_for(lock, std::chrono::milliseconds(kCheckSliceMs));
   }
 }
 
-Result<std::vector<char>> BootstrapMailbox::take(int from, int tag, Deadline deadline,
+Result<std::vector<char>> BootstrapMailbox::take(int from, int tag, const WaitLimit& limit,
                                                  const std::function<Status()>& check) {
   std::vector<char> data;
   auto found = [&] {
@@ -170,11 +170,11 @@ Result<std::vector<char>> BootstrapMailbox::take(int from, int tag, Deadline dea
     return false;
   };
   const std::string what = strFormat("a bootstrap message from rank %d (tag %d)", from, tag);
-  WEFT_RETURN_IF_ERROR(waitFor(found, deadline, check, what.c_str()));
+  WEFT_RETURN_IF_ERROR(waitFor(found, limit, check, what.c_str()));
   return data;
 }
 
-Result<Socket> BootstrapMailbox::takeRing(int from, Deadline deadline, const std::function<Status()>& check) {
+Result<Socket> BootstrapMailbox::takeRing(int from, const WaitLimit& limit, const std::function<Status()>& check) {
   Socket socket;
   auto found = [&] {
     for (auto it = rings_.begin(); it != rings_.end(); ++it)
@@ -186,7 +186,7 @@ Result<Socket> BootstrapMailbox::takeRing(int from, Deadline deadline, const std
     return false;
   };
   const std::string what = strFormat("the bootstrap ring connection of rank %d", from);
-  WEFT_RETURN_IF_ERROR(waitFor(found, deadline, check, what.c_str()));
+  WEFT_RETURN_IF_ERROR(waitFor(found, limit, check, what.c_str()));
   return socket;
 }
 

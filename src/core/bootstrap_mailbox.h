@@ -24,6 +24,14 @@
 
 namespace weft::core {
 
+// How long a bootstrap wait may last, and the setting that says so (for
+// the message when it runs out).
+struct WaitLimit {
+  Deadline deadline;
+  int64_t seconds;
+  const char* name;
+};
+
 class BootstrapMailbox {
  public:
   // A failure notice as received: who failed first, who tells, and why.
@@ -51,9 +59,9 @@ class BootstrapMailbox {
 
   // Waits for the message (from, tag) until it arrives, `deadline` passes, or
   // `check` (called every 100 ms: abort flag, notices, peer liveness) fails.
-  Result<std::vector<char>> take(int from, int tag, Deadline deadline, const std::function<Status()>& check);
+  Result<std::vector<char>> take(int from, int tag, const WaitLimit& limit, const std::function<Status()>& check);
   // The same for the ring connection of rank `from`.
-  Result<Socket> takeRing(int from, Deadline deadline, const std::function<Status()>& check);
+  Result<Socket> takeRing(int from, const WaitLimit& limit, const std::function<Status()>& check);
 
  private:
   struct Message {
@@ -78,7 +86,7 @@ class BootstrapMailbox {
   void finish(Reading&& reading);
   bool readBody(Reading& r);
   template <typename Found>
-  Status waitFor(Found&& found, Deadline deadline, const std::function<Status()>& check, const char* what);
+  Status waitFor(Found&& found, const WaitLimit& limit, const std::function<Status()>& check, const char* what);
 
   const uint64_t secret_;
   const int rank_;

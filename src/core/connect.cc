@@ -196,7 +196,7 @@ std::string stuckLinks(const std::vector<PendingLink*>& open) {
 
 // Polls every unfinished link of every need in turn (a network's connect may
 // finish only once the peer accepts, and that peer may be polling its own
-// connects), until all are finished, one fails, or the bootstrap timeout.
+// connects), until all are finished, one fails, or time runs out.
 Status progressAll(std::vector<PendingLink>* links) {
   std::vector<PendingLink*> open;
   for (PendingLink& link : *links) open.push_back(&link);
@@ -204,7 +204,9 @@ Status progressAll(std::vector<PendingLink>* links) {
   // of before 2.12) block in accept until the peer's connect arrives, and
   // the peer reaches its connects only if nobody blocks before them.
   std::stable_partition(open.begin(), open.end(), [](const PendingLink* link) { return link->need->isSend; });
-  const Deadline deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
+  if (open.empty()) return okStatus();
+  // Init's bound in init, a call's once init is over (Bootstrap::waitLimit).
+  const WaitLimit limit = open[0]->need->comm->bootstrap->waitLimit();
   for (uint32_t pass = 1; !open.empty(); ++pass) {
     bool finishedAny = false;
     for (size_t i = 0; i < open.size();) {
@@ -222,10 +224,12 @@ Status progressAll(std::vector<PendingLink>* links) {
       finishedAny = true;
     }
     if (open.empty() || finishedAny) continue;
-    if (deadline.expired())
-      return errorStatus(
-          ncclRemoteError, "rank %d: connection set-up unfinished after %lld s (WEFT_BOOTSTRAP_TIMEOUT):%s",
-          open[0]->need->comm->rank, static_cast<long long>(param::bootstrapTimeoutSec()), stuckLinks(open).c_str());
+    if (limit.deadline.expired()) {
+      open[0]->need->comm->bootstrap->noteSuspect(open[0]->need->peer);
+      return errorStatus(ncclRemoteError, "rank %d: connection set-up unfinished after %lld s (%s):%s",
+                         open[0]->need->comm->rank, static_cast<long long>(limit.seconds), limit.name,
+                         stuckLinks(open).c_str());
+    }
     struct timespec pause = {0, 100000};
     nanosleep(&pause, nullptr);
   }

@@ -154,6 +154,16 @@ int noticeGraceMs(const Comm& comm, const device::WaitFailureInfo& failure) {
   }
 }
 
+int connectNoticeGraceMs(const Comm& comm) {
+  const int peer = comm.bootstrap ? comm.bootstrap->suspect() : -1;
+  if (peer < 0 || peer >= comm.nranks) return kNoticeGraceMs;
+  const pid_t pid = comm.peerPids.empty() ? 0 : comm.peerPids[static_cast<size_t>(peer)];
+  // Stopped: it is the culprit. Exited: the bootstrap already waited for a
+  // notice when it found it gone (Bootstrap::peerGone).
+  if (pid > 0 && (processStopped(pid) || !processAlive(pid))) return 0;
+  return kTimeoutNoticeGraceMs;
+}
+
 bool awaitNotice(const Comm& comm, int graceMs) { return comm.bootstrap && comm.bootstrap->awaitNotice(graceMs); }
 
 void reportInitFailure(Comm* comm, const Status& why) {

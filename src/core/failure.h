@@ -51,5 +51,9 @@ constexpr int kTimeoutNoticeGraceMs = 1500;
 bool awaitNotice(const Comm& comm, int graceMs = kNoticeGraceMs);
 // How long a failed wait gives others to report first (0: blame at once).
 int noticeGraceMs(const Comm& comm, const device::WaitFailureInfo& failure);
+// The same for a connection made on first use that failed on the rank its
+// bootstrap suspects (found gone, or silent past WEFT_TIMEOUT): the rank
+// waited on may itself be waiting on the one that failed.
+int connectNoticeGraceMs(const Comm& comm);
 
 }  // namespace weft::core

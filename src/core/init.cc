@@ -137,12 +137,18 @@ Status checkBackends(const Comm& comm) {
   return okStatus();
 }
 
-void setupWaiting(Comm* comm) {
+// The peers that are processes of this host (and pid namespace): waits on
+// them notice their exit by pid, the bootstrap's (connection set-up) too.
+void watchLocalProcesses(Comm* comm) {
   const PeerInfo& me = comm->peers[static_cast<size_t>(comm->rank)];
   comm->peerPids.assign(static_cast<size_t>(comm->nranks), 0);
   for (const PeerInfo& p : comm->peers)
     if (p.hostHash == me.hostHash && p.processHash != me.processHash && p.pidNamespace == me.pidNamespace)
       comm->peerPids[static_cast<size_t>(p.rank)] = p.pid;
+  comm->bootstrap->watchProcesses(comm->peerPids);
+}
+
+void setupWaiting(Comm* comm) {
   int64_t spin = param::spinCount();
   const bool oversubscribed = comm->machineRanks > availableCores();
   comm->oversubscribed = oversubscribed;
@@ -179,6 +185,7 @@ Status setupComm(Comm* comm) {
   cuda::DeviceGuard device(comm->cudaDev);
   WEFT_RETURN_IF_ERROR(exchangePeers(comm));
   WEFT_RETURN_IF_ERROR(checkBackends(*comm));
+  watchLocalProcesses(comm);
   WEFT_RETURN_IF_ERROR(buildChannels(comm));
   if (comm->backend == weftBackendCuda) {
     WEFT_RETURN_IF_ERROR(cudaSetup(comm));

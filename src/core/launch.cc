@@ -357,7 +357,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
       // have given up because another rank failed first (its segment is
       // gone, its listener closed): a notice of that failure, already here
       // or arriving within the grace, names the rank that failed first.
-      if (awaitNotice(*comms[0])) connected = noticedFailure(*comms[0]);
+      if (awaitNotice(*comms[0], connectNoticeGraceMs(*comms[0]))) connected = noticedFailure(*comms[0]);
       for (size_t i = 0; i < n; ++i) {
         markFailed(comms[i], connected);
         if (comms[i]->abortFlag.load() == 0) reportInitFailure(comms[i], connected);

@@ -1,5 +1,6 @@
 // Fault trials: in each, one rank of four processes is killed (SIGKILL) or
-// stopped (SIGSTOP) at a random moment, during init or in the middle of
+// stopped (SIGSTOP) at a random moment, during init, while the ranks connect
+// to their point-to-point peers (made on first use) or in the middle of
 // collectives, over shared memory or across two virtual nodes (network
 // transport). Every survivor must fail within a bound, with a message naming
 // that rank, whether the survivors then exit or stay; and once the trial's
@@ -33,7 +34,7 @@ constexpr int kRanks = 4;
 constexpr int kBootstrapTimeoutSec = 3;  // a rank killed before reaching the root is found only by this
 constexpr int kWaitTimeoutSec = 1;       // a stopped rank is found by WEFT_TIMEOUT
 
-enum class Phase { kInit, kCollectives };
+enum class Phase { kInit, kConnect, kCollectives };
 enum class Fate { kKill, kStop };
 enum class Survivors { kExit, kStay };
 
@@ -45,8 +46,8 @@ struct Setting {
 };
 
 std::string name(const Setting& s) {
-  return std::string(s.phase == Phase::kInit ? "init" : "collectives") + "/" +
-         (s.fate == Fate::kKill ? "SIGKILL" : "SIGSTOP") + "/survivors-" +
+  const char* phase = s.phase == Phase::kInit ? "init" : s.phase == Phase::kConnect ? "connect" : "collectives";
+  return std::string(phase) + "/" + (s.fate == Fate::kKill ? "SIGKILL" : "SIGSTOP") + "/survivors-" +
          (s.survivors == Survivors::kExit ? "exit" : "stay") + "/" + (s.virtualNodes ? "net" : "shm");
 }
 
@@ -66,6 +67,7 @@ struct Report {
   int rank;
   int result;            // the failing call's ncclResult_t (ncclSuccess: it never failed)
   int stayedCallResult;  // survivors that stay: the next call's result
+  int rounds;            // calls (or exchange rounds) that succeeded before the failure
   int64_t failedAtNs;    // CLOCK_MONOTONIC, shared by the processes of this machine
   char message[480];
 };
@@ -99,12 +101,42 @@ struct Pipes {
 };
 
 // Runs collectives until one fails (or 30 s pass), returning its result.
-ncclResult_t collectivesUntilFailure(ncclComm_t comm) {
+ncclResult_t collectivesUntilFailure(ncclComm_t comm, int* rounds) {
   std::vector<float> buf(1 << 15, 1.0f);
   const int64_t end = nowNs() + 30 * 1000000000ll;
   ncclResult_t rc = ncclSuccess;
-  while (rc == ncclSuccess && nowNs() < end)
+  while (nowNs() < end) {
     rc = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    if (rc != ncclSuccess) break;
+    ++*rounds;
+  }
+  return rc;
+}
+
+// Exchanges with every other rank at once (one group of sends and receives)
+// until a round fails (or 30 s pass). Point-to-point peers are connected on
+// first use, so the first round sets up every connection: a fault in its
+// first milliseconds lands in connection set-up.
+ncclResult_t exchangesUntilFailure(ncclComm_t comm, int rank, int* rounds) {
+  constexpr size_t kCount = 1024;
+  std::vector<float> out(kCount * kRanks, static_cast<float>(rank)), in(kCount * kRanks, -1.0f);
+  const int64_t end = nowNs() + 30 * 1000000000ll;
+  ncclResult_t rc = ncclSuccess;
+  while (nowNs() < end) {
+    std::fill(in.begin(), in.end(), -1.0f);
+    rc = ncclGroupStart();
+    for (int peer = 0; peer < kRanks && rc == ncclSuccess; ++peer) {
+      if (peer == rank) continue;
+      rc = ncclSend(out.data() + peer * kCount, kCount, ncclFloat32, peer, comm, nullptr);
+      if (rc == ncclSuccess) rc = ncclRecv(in.data() + peer * kCount, kCount, ncclFloat32, peer, comm, nullptr);
+    }
+    const ncclResult_t groupRc = ncclGroupEnd();
+    if (rc == ncclSuccess) rc = groupRc;
+    if (rc != ncclSuccess) break;
+    for (int peer = 0; peer < kRanks; ++peer)
+      if (peer != rank && in[peer * kCount] != static_cast<float>(peer)) _exit(6);  // wrong data: no report
+    ++*rounds;
+  }
   return rc;
 }
 
@@ -132,7 +164,8 @@ ncclResult_t collectivesUntilFailure(ncclComm_t comm) {
   if (rc == ncclSuccess) {
     const char one = 1;
     writeAll(p.ready[1], &one, 1);
-    rc = collectivesUntilFailure(comm);
+    rc = s.phase == Phase::kConnect ? exchangesUntilFailure(comm, rank, &report.rounds)
+                                    : collectivesUntilFailure(comm, &report.rounds);
   }
   report.failedAtNs = nowNs();
   report.result = rc;
@@ -153,7 +186,8 @@ ncclResult_t collectivesUntilFailure(ncclComm_t comm) {
 
 struct TrialResult {
   double worstSec = 0;
-  std::string failure;  // empty: the trial passed
+  std::string failure;      // empty: the trial passed
+  bool firstRound = false;  // a survivor failed in its first call (connect: while connecting)
 };
 
 std::string checkReport(const Report& r, int victim, int64_t faultAtNs, const Setting& s, double* sec) {
@@ -175,7 +209,7 @@ std::string checkReport(const Report& r, int victim, int64_t faultAtNs, const Se
     return "rank " + std::to_string(r.rank) + " does not name rank " + v + ": " + msg;
   if (msg.find("rank ") == std::string::npos) return "rank " + std::to_string(r.rank) + " names no rank: " + msg;
   if (s.survivors == Survivors::kStay && r.stayedCallResult == ncclSuccess && r.result != ncclSuccess &&
-      s.phase == Phase::kCollectives)
+      s.phase != Phase::kInit)
     return "rank " + std::to_string(r.rank) + ": a call after the failure succeeded";
   return "";
 }
@@ -225,11 +259,12 @@ TrialResult runTrial(const Setting& s, std::mt19937& rng) {
     pids.push_back(pid);
   }
   TrialResult result;
-  if (s.phase == Phase::kCollectives) {
+  if (s.phase != Phase::kInit) {
     char byte;
     for (int r = 0; r < kRanks; ++r)
       if (!readAll(p.ready[0], &byte, 1)) result.failure = "a rank did not finish init";
-    usleep(static_cast<useconds_t>(rng() % 20000));
+    // Connecting starts as each rank's init returns and takes a few ms.
+    usleep(static_cast<useconds_t>(rng() % (s.phase == Phase::kConnect ? 3000 : 20000)));
   } else {
     usleep(static_cast<useconds_t>(rng() % 40000));
   }
@@ -245,6 +280,7 @@ TrialResult runTrial(const Setting& s, std::mt19937& rng) {
     double sec = 0;
     result.failure = checkReport(r, victim, faultAtNs, s, &sec);
     result.worstSec = std::max(result.worstSec, sec);
+    if (r.rounds == 0 && r.result != ncclSuccess) result.firstRound = true;
   }
   close(p.release[1]);
   kill(pids[static_cast<size_t>(victim)], SIGKILL);
@@ -279,22 +315,24 @@ TEST_P(FaultTrials, SurvivorsFailInBoundNamingTheRank) {
   std::mt19937 rng(static_cast<unsigned>(nowNs()));
   const int trials = trialsPerSetting();
   double worst = 0;
-  int failed = 0;
+  int failed = 0, firstRound = 0;
   for (int t = 0; t < trials; ++t) {
     const TrialResult r = runTrial(s, rng);
     worst = std::max(worst, r.worstSec);
+    firstRound += r.firstRound ? 1 : 0;
     if (!r.failure.empty()) {
       ++failed;
       ADD_FAILURE() << name(s) << " trial " << t << ": " << r.failure;
     }
   }
-  std::printf("fault trials %s: %d trials, %d failed, bound %.1f s, worst %.2f s\n", name(s).c_str(), trials, failed,
-              boundSec(s), worst);
+  // For connect, how many trials hit the first round (connection set-up).
+  std::printf("fault trials %s: %d trials, %d failed, bound %.1f s, worst %.2f s, first call hit in %d\n",
+              name(s).c_str(), trials, failed, boundSec(s), worst, firstRound);
 }
 
 std::vector<Setting> allSettings() {
   std::vector<Setting> out;
-  for (Phase phase : {Phase::kInit, Phase::kCollectives})
+  for (Phase phase : {Phase::kInit, Phase::kConnect, Phase::kCollectives})
     for (Fate fate : {Fate::kKill, Fate::kStop})
       for (Survivors survivors : {Survivors::kExit, Survivors::kStay})
         for (bool net : {false, true}) out.push_back({phase, fate, survivors, net});
