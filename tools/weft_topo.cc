@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
   search.crossNic = o.crossNic;
   const ChannelBudget budget = channelBudget(topo, searchRings(topo, 1, search), o.nodes, 1, 32);
   const int channels = o.channels > 0 ? o.channels : budget.channels;
+  search.ringSpeed = budget.ringSpeed;  // the rings the budget counted
   RingSearch rings = searchRings(topo, channels, search);
   if (!o.graphFile.empty()) {
     auto imposed = loadGraphFile(o.graphFile, topo);

@@ -83,6 +83,12 @@ void Topology::computePaths() {
     std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
     queue.push({{-best[src].bw, 0}, src});
     std::vector<char> done(n, 0);
+    // A GPU's direct NVLink to another GPU is their path (NVL, that link's
+    // bandwidth), as in NCCL, even where a wider route through other GPUs
+    // exists (a DGX-1's single links next to its double ones): rings count
+    // the direct link, and a route through GPUs would load theirs.
+    std::vector<char> pinned(n, 0);
+    const bool gpuSource = nodes_[src].type == NodeType::kGpu;
     while (!queue.empty()) {
       const size_t u = queue.top().second;
       queue.pop();
@@ -91,6 +97,13 @@ void Topology::computePaths() {
       for (const Link& l : links_[u]) {
         if (u != src && !mayTraverse(nodes_[u], best[u].via, l.type)) continue;
         const size_t v = static_cast<size_t>(l.to);
+        if (pinned[v]) continue;
+        if (gpuSource && u == src && l.type == LinkType::kNvl && nodes_[v].type == NodeType::kGpu) {
+          pinned[v] = 1;
+          best[v] = {l.bw, 1, static_cast<int>(u), l.type};
+          queue.push({{-l.bw, 1}, v});
+          continue;
+        }
         const double bw = std::min(best[u].bw, l.bw);
         const int hops = best[u].hops + 1;
         if (bw > best[v].bw || (bw == best[v].bw && hops < best[v].hops)) {
