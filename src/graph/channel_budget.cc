@@ -18,7 +18,7 @@ const std::vector<double> kIntraSm100 = {90, 80, 70, 60, 50, 45, 40, 30, 24, 20,
 const std::vector<double> kInterSm100 = {96, 86,   80, 48, 45.1, 42, 40,  30,  24,   22,
                                          20, 17.5, 15, 12, 6,    3,  2.4, 1.2, 0.24, 0.12};
 
-constexpr int kMaxCommChannels = 32;    // NCCL: MAXCHANNELS
+constexpr int kMaxCommChannels = 32;  // NCCL: MAXCHANNELS
 constexpr double kDupFrom = 25.0, kDupSm90Below = 50.0, kSm90MultiHostDouble = 45.0;
 constexpr double kSlowerMustGain = 1.1;
 constexpr int kUnknownSm = 80;  // a file without sm attributes: plan as NCCL's default generation

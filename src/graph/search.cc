@@ -281,8 +281,8 @@ std::vector<int> packRings(const Topology& host, const std::vector<std::vector<i
     for (const auto& cycle : *set) {
       routes.emplace_back();
       for (size_t i = 0; i < cycle.size(); ++i)
-        routes.back().push_back(host.route(gpus[static_cast<size_t>(cycle[i])],
-                                           gpus[static_cast<size_t>(cycle[(i + 1) % cycle.size()])]));
+        routes.back().push_back(
+            host.route(gpus[static_cast<size_t>(cycle[i])], gpus[static_cast<size_t>(cycle[(i + 1) % cycle.size()])]));
     }
   std::vector<int> out;
   LinkLoad load(host);

@@ -46,8 +46,8 @@ struct RingSearch {
   // double-link one). Rings use them only at a SearchOptions::ringSpeed
   // the fastest cycles alone cannot fill.
   std::vector<std::vector<int>> slowerCycles;
-  double bwPerChannel = 0;               // bottleneck of the rings, GB/s
-  PathType worstType = PathType::kLoc;   // worst path between ring neighbours
+  double bwPerChannel = 0;              // bottleneck of the rings, GB/s
+  PathType worstType = PathType::kLoc;  // worst path between ring neighbours
   bool nvlinkOnly = false;
   bool imposed = false;     // taken from a graph file
   int socketCrossings = 0;  // per ring (closed cycle)
