@@ -14,6 +14,7 @@
 // --dump-graph prints them in that format.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +69,19 @@ void printJson(const Topology& t, const ChannelPlan& p) {
     }
     std::printf("]");
   }
+  // Every GPU to every NET, in NCCL's classes (P2C, PXN), with the PXN peer's dev.
+  std::printf("],\n\"netPaths\":[");
+  const std::vector<int> nets = t.nodesOf(NodeType::kNet);
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    std::printf("%s[", i ? "," : "");
+    for (size_t j = 0; j < nets.size(); ++j) {
+      const Path path = t.ncclPath(gpus[i], nets[j]);
+      const int peer = t.pxnPeer(gpus[i], nets[j]);
+      std::printf("%s{\"net\":%d,\"type\":\"%s\",\"bw\":%.1f,\"via\":%d}", j ? "," : "", t.node(nets[j]).dev,
+                  pathTypeName(path.type), path.bw, peer >= 0 ? t.node(peer).dev : -1);
+    }
+    std::printf("]");
+  }
   std::printf("]}\n");
 }
 
@@ -110,6 +124,25 @@ void printSummary(const Topology& t, const ChannelPlan& p, const ChannelBudget& 
       std::printf(" %s/%-5.1f", pathTypeName(path.type), path.bw);
     }
     std::printf("\n");
+  }
+  const std::vector<int> nets = t.nodesOf(NodeType::kNet);
+  if (!nets.empty()) {
+    std::printf("NET paths (type/GB/s in NCCL's classes; PXN/bw@r: through rank r's GPU), by rank:\n     ");
+    for (int n : nets) std::printf(" %11s", ("NET/" + std::to_string(t.node(n).dev)).c_str());
+    std::printf("\n");
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      std::printf("  %2d ", ranks[i]);
+      for (int n : nets) {
+        const Path path = t.ncclPath(gpus[i], n);
+        const int peer = t.pxnPeer(gpus[i], n);
+        char cell[48];
+        const size_t via = static_cast<size_t>(std::find(gpus.begin(), gpus.end(), peer) - gpus.begin());
+        std::snprintf(cell, sizeof(cell), "%s/%.1f%s", pathTypeName(path.type), path.bw,
+                      via < gpus.size() ? ("@" + std::to_string(ranks[via])).c_str() : "");
+        std::printf(" %11s", cell);
+      }
+      std::printf("\n");
+    }
   }
   std::printf("Search: %s rings, ring capacity %.1f GB/s, worst link %s, %d socket crossings, %ld steps\n",
               p.intra.nvlinkOnly ? "NVLink-only" : "PCIe", p.intra.bwPerChannel, pathTypeName(p.intra.worstType),
@@ -267,6 +300,7 @@ int main(int argc, char** argv) {
   search.crossNic = o.crossNic;
   const ChannelBudget budget = channelBudget(topo, searchRings(topo, 1, search), o.nodes, 1, 32);
   const int channels = o.channels > 0 ? o.channels : budget.channels;
+  search.ringSpeed = budget.ringSpeed;  // the rings the budget counted
   RingSearch rings = searchRings(topo, channels, search);
   if (!o.graphFile.empty()) {
     auto imposed = loadGraphFile(o.graphFile, topo);

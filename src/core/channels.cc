@@ -92,9 +92,11 @@ Result<graph::SearchOptions> searchOptions() {
   return o;
 }
 
-Result<graph::RingSearch> searchNode(const graph::Topology& model, int channels) {
+// ringSpeed: the speed the channel budget packed the rings at (0: none).
+Result<graph::RingSearch> searchNode(const graph::Topology& model, int channels, double ringSpeed) {
   const std::string file = param::graphFile();
   WEFT_ASSIGN_OR_RETURN(graph::SearchOptions options, searchOptions());
+  options.ringSpeed = ringSpeed;
   if (file.empty()) return graph::searchRings(model, channels, options);
   WEFT_ASSIGN_OR_RETURN(graph::ImposedGraphs imposed, graph::loadGraphFile(file, model));
   WEFT_INFO(log::kGraph, "NCCL_GRAPH_FILE %s: %zu ring and %zu tree channels", file.c_str(), imposed.rings.size(),
@@ -196,7 +198,8 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
   std::optional<graph::ChannelBudget> budget;  // cuda: NCCL's ring-graph figures, for the graph dump
   WEFT_RETURN_IF_ERROR(sizeChannels(comm, nodes, model, &budget));
   const size_t nch = comm->channels.size();
-  WEFT_ASSIGN_OR_RETURN(graph::RingSearch search, searchNode(model, static_cast<int>(nch)));
+  WEFT_ASSIGN_OR_RETURN(graph::RingSearch search,
+                        searchNode(model, static_cast<int>(nch), budget ? budget->ringSpeed : 0));
   const graph::HostChannels mine = graph::hostChannels(search, ranksOfLocal(*comm->topology, model, myNode));
   for (const auto& ring : mine.rings)
     if (ring.size() != myNode.size())

@@ -11,6 +11,7 @@
 #include "core/comm.h"
 #include "graph/detect.h"
 #include "graph/p2p_level.h"
+#include "graph/rails.h"
 #include "graph/sysfs.h"
 #include "graph/topo_fuse.h"
 #include "graph/topo_xml.h"
@@ -240,6 +241,10 @@ Result<std::shared_ptr<const CommTopology>> buildCommTopology(Comm* comm, const 
   std::shared_ptr<CommTopology> t = std::move(built).value();
   WEFT_RETURN_IF_ERROR(resolveTransportPolicy(*comm, t.get()));
   dumpIfAsked(*comm, *t);
+  // This rank's GPU to every NIC, in NCCL's path classes (P2C, PXN included).
+  const int gpu = t->gpuOfRank[static_cast<size_t>(comm->rank)];
+  if (gpu >= 0)
+    WEFT_INFO(log::kGraph, "GPU/%d paths: %s", t->model.node(gpu).dev, graph::netPathsLine(t->model, gpu).c_str());
   return std::shared_ptr<const CommTopology>(std::move(t));
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <vector>
 
 namespace weft::graph {
@@ -19,8 +18,7 @@ const std::vector<double> kIntraSm100 = {90, 80, 70, 60, 50, 45, 40, 30, 24, 20,
 const std::vector<double> kInterSm100 = {96, 86,   80, 48, 45.1, 42, 40,  30,  24,   22,
                                          20, 17.5, 15, 12, 6,    3,  2.4, 1.2, 0.24, 0.12};
 
-constexpr int kMaxSearchChannels = 16;  // NCCL: MAXCHANNELS / 2 for the ring graph
-constexpr int kMaxCommChannels = 32;    // NCCL: MAXCHANNELS
+constexpr int kMaxCommChannels = 32;  // NCCL: MAXCHANNELS
 constexpr double kDupFrom = 25.0, kDupSm90Below = 50.0, kSm90MultiHostDouble = 45.0;
 constexpr double kSlowerMustGain = 1.1;
 constexpr int kUnknownSm = 80;  // a file without sm attributes: plan as NCCL's default generation
@@ -40,39 +38,13 @@ const std::vector<double>& speeds(int sm, bool inter) {
   return inter ? kInter : kIntra;
 }
 
-// How many closed rings at `speed` the host's links carry: rings are laid
-// on the cycles in turn (as the search hands them to channels), each ring
-// hop taking `speed` from every directed link on its path, until a link
-// runs out (NCCL's search counts bandwidth the same way). At most `cap`.
-int ringsThatFit(const Topology& host, const std::vector<std::vector<int>>& cycles, double speed, int cap) {
-  const std::vector<int> gpus = host.nodesOf(NodeType::kGpu);
-  if (cycles.empty() || gpus.size() < 2) return cap;  // one GPU: no ring hop inside the host
-  std::map<std::pair<int, size_t>, double> left;      // (node, link) -> bandwidth left in that direction
-  std::vector<std::vector<std::vector<Hop>>> routes(cycles.size());
-  for (size_t c = 0; c < cycles.size(); ++c)
-    for (size_t i = 0; i < cycles[c].size(); ++i) {
-      const int a = gpus[static_cast<size_t>(cycles[c][i])];
-      const int b = gpus[static_cast<size_t>(cycles[c][(i + 1) % cycles[c].size()])];
-      routes[c].push_back(host.route(a, b));
-    }
-  const double eps = 1e-9;
-  for (int n = 0; n < cap; ++n) {
-    const auto& ring = routes[static_cast<size_t>(n) % routes.size()];
-    std::map<std::pair<int, size_t>, double> need;
-    for (const auto& hop : ring)
-      for (const Hop& h : hop) need[{h.node, h.link}] += speed;
-    for (const auto& [key, amount] : need) {
-      auto it = left.find(key);
-      const double have = it != left.end() ? it->second : host.links(key.first)[key.second].bw;
-      if (have + eps < amount) return n;
-    }
-    for (const auto& [key, amount] : need) {
-      auto it = left.find(key);
-      const double have = it != left.end() ? it->second : host.links(key.first)[key.second].bw;
-      left[key] = have - amount;
-    }
-  }
-  return cap;
+// How many closed rings at `speed` the host's links carry (packRings: the
+// fastest cycles in turn, then slower NVLink cycles where they still fit;
+// NCCL's search counts bandwidth the same way). At most `cap`.
+int ringsThatFit(const Topology& host, const std::vector<std::vector<int>>& cycles,
+                 const std::vector<std::vector<int>>& slower, double speed, int cap) {
+  if (cycles.empty() || host.nodesOf(NodeType::kGpu).size() < 2) return cap;  // one GPU: no ring hop inside the host
+  return static_cast<int>(packRings(host, cycles, slower, speed, cap).size());
 }
 
 // The widest path from a GPU to another GPU (NCCL's maxBw): no channel is
@@ -138,7 +110,7 @@ ChannelBudget channelBudget(const Topology& host, const RingSearch& search, int 
     if (s <= fastest + 1e-9) candidates.push_back(s);
   if (candidates.empty()) candidates.push_back(fastest);  // slower than every listed speed
   for (double s : candidates) {
-    int n = ringsThatFit(host, cycles, s, kMaxSearchChannels);
+    int n = ringsThatFit(host, cycles, search.slowerCycles, s, kMaxSearchChannels);
     if (inter && rails > 0) n = std::min(n, rails * static_cast<int>(std::floor(railBw / s + 1e-9)));
     if (n * s > kSlowerMustGain * bestN * bestSpeed + 1e-9) bestN = n, bestSpeed = s;
   }
@@ -147,6 +119,7 @@ ChannelBudget channelBudget(const Topology& host, const RingSearch& search, int 
     bestSpeed = search.bwPerChannel > 0 ? std::min(candidates.back(), search.bwPerChannel) : candidates.back();
   }
   b.capacity = bestN * bestSpeed;
+  b.ringSpeed = bestSpeed;
   int n = bestN;
   double bw = bestSpeed;
   const bool dup = bw >= kDupFrom && !(sm > 80 && bw < kDupSm90Below && n > 4);

@@ -9,7 +9,10 @@
 //     on the searched cycles in turn, each hop taking the speed from every
 //     directed link of its path (an NVSwitch GPU's link carries 370.8 / 60
 //     = 6 rings at 60 GB/s; a four-GPU NVLink mesh spreads rings over its six
-//     directed cycles); across hosts also one rail's NIC per channel. The
+//     directed cycles); when the fastest cycles are full, slower NVLink
+//     cycles take rings where their links have room (a DGX-1's single-link
+//     cycles next to its double-link one, as NCCL fills all six NVLinks of
+//     each V100); across hosts also one rail's NIC per channel. The
 //     speed that moves the most in total wins (the faster on a tie), at
 //     most 16 rings.
 //  3. Search channels = that count, doubled with the speed halved when one
@@ -30,6 +33,7 @@ namespace weft::graph {
 
 struct ChannelBudget {
   double capacity = 0;     // GB/s per direction the rings can move (1.)
+  double ringSpeed = 0;    // the speed the rings were packed at (2.; SearchOptions::ringSpeed)
   int searchChannels = 0;  // NCCL's ring-graph nChannels (3.)
   double bwIntra = 0;      // per search channel within the host, GB/s
   double bwInter = 0;      // per search channel across hosts (= bwIntra on one host)

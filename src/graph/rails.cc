@@ -1,5 +1,6 @@
 #include "graph/rails.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "graph/sysfs.h"
@@ -74,6 +75,21 @@ std::string describeNic(const NicIdentity& nic) {
   if (nic.port > 0) s += " port " + std::to_string(nic.port);
   s += nic.busId.empty() ? ", not on PCI" : ", PCI " + nic.busId;
   return s;
+}
+
+std::string netPathsLine(const Topology& host, int gpu) {
+  std::string out;
+  for (int net : host.nodesOf(NodeType::kNet)) {
+    const Path p = host.ncclPath(gpu, net);
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%sNET/%d %s (%d/%.1f/%s", out.empty() ? "" : ", ", host.node(net).dev,
+                  host.node(net).id.c_str(), p.hops, p.bw, pathTypeName(p.type));
+    out += buf;
+    const int peer = host.pxnPeer(gpu, net);
+    if (peer >= 0) out += " via GPU/" + std::to_string(host.node(peer).dev);
+    out += ")";
+  }
+  return out.empty() ? "no NET" : out;
 }
 
 }  // namespace weft::graph

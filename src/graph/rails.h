@@ -53,4 +53,9 @@ int nearestNet(const Topology& host, int gpu, int channel);
 // "mlx5_0 port 1, PCI 0000:23:00.0", for logs.
 std::string describeNic(const NicIdentity& nic);
 
+// GPU node `gpu`'s paths to every NET as NCCL classifies them
+// (Topology::ncclPath), hops/GB/s/class: "NET/0 mlx5_0 (3/24.0/PIX),
+// NET/1 mlx5_1 (5/20.6/PXN via GPU/1)"; "no NET" when there is none.
+std::string netPathsLine(const Topology& host, int gpu);
+
 }  // namespace weft::graph

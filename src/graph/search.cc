@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <tuple>
 
 namespace weft::graph {
@@ -139,18 +140,20 @@ class Opener {
                            usedBase_[static_cast<size_t>(o.base)], o.base, o.rotation);
   }
 
-  Opening best(const std::vector<std::vector<int>>& bases) const {
+  // Of every base, or of base `only` when it is not -1.
+  Opening best(const std::vector<std::vector<int>>& bases, int only = -1) const {
     Opening best;
     bool first = true;
     for (size_t b = 0; b < bases.size(); ++b)
-      for (int r = 0; r < static_cast<int>(bases[b].size()); ++r)
-        for (bool cross : {false, true}) {
-          if (cross && crossNic_ == 0) continue;
-          Opening o = at(bases[b], r, cross);
-          o.base = static_cast<int>(b);
-          if (first || key(o) < key(best)) best = o;
-          first = false;
-        }
+      if (only < 0 || static_cast<int>(b) == only)
+        for (int r = 0; r < static_cast<int>(bases[b].size()); ++r)
+          for (bool cross : {false, true}) {
+            if (cross && crossNic_ == 0) continue;
+            Opening o = at(bases[b], r, cross);
+            o.base = static_cast<int>(b);
+            if (first || key(o) < key(best)) best = o;
+            first = false;
+          }
     return best;
   }
 
@@ -197,6 +200,19 @@ class Opener {
   std::vector<int> usedIn_, usedOut_, usedBase_;
 };
 
+// The cycles with a lower bottleneck than the fastest, fastest first.
+std::vector<std::vector<int>> slowerCycles(const HostView& h, const std::vector<std::vector<int>>& cycles) {
+  double bw = 0;
+  for (const auto& c : cycles) bw = std::max(bw, ringBandwidth(h, c));
+  std::vector<std::vector<int>> out;
+  for (const auto& c : cycles)
+    if (ringBandwidth(h, c) < bw) out.push_back(c);
+  std::stable_sort(out.begin(), out.end(), [&](const std::vector<int>& a, const std::vector<int>& b) {
+    return ringBandwidth(h, a) > ringBandwidth(h, b);
+  });
+  return out;
+}
+
 // Keeps the fastest cycles, and of those the ones that open best.
 std::vector<std::vector<int>> fastestCycles(const HostView& h, std::vector<std::vector<int>> cycles, int crossNic) {
   double bw = 0;
@@ -230,7 +246,60 @@ int netByDev(const HostView& h, int dev) {
   return -1;
 }
 
+// Bandwidth left per directed link ((node, link index) -> GB/s) as rings
+// are laid.
+class LinkLoad {
+ public:
+  explicit LinkLoad(const Topology& t) : t_(t) {}
+  // Lays `ring` (its hops' routes) at `speed` if every link has room.
+  bool lay(const std::vector<std::vector<Hop>>& ring, double speed) {
+    std::map<std::pair<int, size_t>, double> need;
+    for (const auto& hop : ring)
+      for (const Hop& h : hop) need[{h.node, h.link}] += speed;
+    for (const auto& [key, amount] : need)
+      if (left(key) + 1e-9 < amount) return false;
+    for (const auto& [key, amount] : need) left_[key] = left(key) - amount;
+    return true;
+  }
+
+ private:
+  double left(const std::pair<int, size_t>& key) const {
+    auto it = left_.find(key);
+    return it != left_.end() ? it->second : t_.links(key.first)[key.second].bw;
+  }
+  const Topology& t_;
+  std::map<std::pair<int, size_t>, double> left_;
+};
+
 }  // namespace
+
+std::vector<int> packRings(const Topology& host, const std::vector<std::vector<int>>& fastest,
+                           const std::vector<std::vector<int>>& slower, double speed, int cap) {
+  const std::vector<int> gpus = host.nodesOf(NodeType::kGpu);
+  std::vector<std::vector<std::vector<Hop>>> routes;
+  for (const auto* set : {&fastest, &slower})
+    for (const auto& cycle : *set) {
+      routes.emplace_back();
+      for (size_t i = 0; i < cycle.size(); ++i)
+        routes.back().push_back(
+            host.route(gpus[static_cast<size_t>(cycle[i])], gpus[static_cast<size_t>(cycle[(i + 1) % cycle.size()])]));
+    }
+  std::vector<int> out;
+  LinkLoad load(host);
+  // The fastest cycles in turn, while the next one fits.
+  while (!fastest.empty() && static_cast<int>(out.size()) < cap) {
+    const int c = static_cast<int>(out.size() % fastest.size());
+    if (!load.lay(routes[static_cast<size_t>(c)], speed)) break;
+    out.push_back(c);
+  }
+  // Then the first slower cycle that fits, again and again.
+  for (bool laid = true; laid && static_cast<int>(out.size()) < cap;) {
+    laid = false;
+    for (size_t c = fastest.size(); c < routes.size() && !laid; ++c)
+      if (load.lay(routes[c], speed)) out.push_back(static_cast<int>(c)), laid = true;
+  }
+  return out;
+}
 
 PathType netClass(const Topology& host, int localGpu) {
   HostView h(host);
@@ -249,18 +318,32 @@ RingSearch searchRings(const Topology& t, int channels, const SearchOptions& opt
   RingSearch r;
   const HostView h(t);
   channels = std::max(1, channels);
-  std::vector<std::vector<int>> bases = fastestCycles(h, nvlinkCycles(h, &r.searchSteps), options.crossNic);
+  std::vector<std::vector<int>> found = nvlinkCycles(h, &r.searchSteps);
+  r.slowerCycles = slowerCycles(h, found);
+  std::vector<std::vector<int>> bases = fastestCycles(h, std::move(found), options.crossNic);
   r.nvlinkOnly = !bases.empty();
+  r.cycles = bases;
+  // At a speed the fastest cycles alone cannot fill, channels take the
+  // packed rings in turn (slower cycles included).
+  std::vector<int> packed;
+  if (options.ringSpeed > 0 && !bases.empty() && !r.slowerCycles.empty()) {
+    packed = packRings(t, bases, r.slowerCycles, options.ringSpeed, kMaxSearchChannels);
+    if (std::all_of(packed.begin(), packed.end(), [&](int c) { return c < static_cast<int>(bases.size()); }))
+      packed.clear();
+    else
+      bases.insert(bases.end(), r.slowerCycles.begin(), r.slowerCycles.end());
+  }
   if (bases.empty()) {
     std::vector<int> order = socketOrder(h);
     bases.push_back(order);
     std::reverse(order.begin(), order.end());
     if (h.size() > 2) bases.push_back(order);  // the other direction uses the other half of each link
+    r.cycles = bases;
   }
-  r.cycles = bases;
   Opener opener(h, bases.size(), options.crossNic);
   for (int c = 0; c < channels; ++c) {
-    const Opening o = h.size() > 0 ? opener.best(bases) : Opening{};
+    const int only = packed.empty() ? -1 : packed[static_cast<size_t>(c) % packed.size()];
+    const Opening o = h.size() > 0 ? opener.best(bases, only) : Opening{};
     opener.use(o);
     std::vector<int> ring = bases[static_cast<size_t>(o.base)];
     std::rotate(ring.begin(), ring.begin() + o.rotation, ring.end());

@@ -41,8 +41,13 @@ struct RingSearch {
   std::vector<std::vector<int>> chains;  // per channel: tree chain, head first (the ring order unless imposed)
   std::vector<int> netIn, netOut;        // per channel: NET nodes entered/left through (-1: none)
   std::vector<std::vector<int>> cycles;  // the distinct cycles the rings are opened from
-  double bwPerChannel = 0;               // bottleneck of the rings, GB/s
-  PathType worstType = PathType::kLoc;   // worst path between ring neighbours
+  // NVLink cycles with a lower bottleneck than `cycles`, fastest first:
+  // rings a lower speed may add (a DGX-1's single-link cycles, next to its
+  // double-link one). Rings use them only at a SearchOptions::ringSpeed
+  // the fastest cycles alone cannot fill.
+  std::vector<std::vector<int>> slowerCycles;
+  double bwPerChannel = 0;              // bottleneck of the rings, GB/s
+  PathType worstType = PathType::kLoc;  // worst path between ring neighbours
   bool nvlinkOnly = false;
   bool imposed = false;     // taken from a graph file
   int socketCrossings = 0;  // per ring (closed cycle)
@@ -51,13 +56,30 @@ struct RingSearch {
 
 // NCCL_CROSS_NIC: 0 never, 1 always allowed, 2 only when it brings a ring
 // end nearer a NIC.
+// ringSpeed: the speed per ring the channel budget packed the rings at
+// (ChannelBudget::ringSpeed). When slower NVLink cycles add rings at that
+// speed, channel c takes the c-th packed ring (packRings, in turn), so
+// every link carries the rings it has room for; 0, or when the fastest
+// cycles alone are as good: channels spread over the fastest cycles.
 struct SearchOptions {
   int crossNic = 2;
+  double ringSpeed = 0;
 };
+
+// NCCL's most ring-graph channels (MAXCHANNELS / 2).
+constexpr int kMaxSearchChannels = 16;
 
 RingSearch searchRings(const Topology& host, int channels, const SearchOptions& options = {});
 // Channels from a graph file (channel c takes the file's channel c mod n).
 RingSearch imposeRings(const Topology& host, int channels, const ImposedGraphs& graphs);
+
+// The closed rings at `speed` GB/s the host's links carry, as indices into
+// `fastest` followed by `slower` (cycles of local GPU indices): rings are
+// laid on the fastest cycles in turn while the next one fits, then on the
+// first slower cycle that still fits, each ring hop taking `speed` from
+// every directed link of its path; at most `cap`.
+std::vector<int> packRings(const Topology& host, const std::vector<std::vector<int>>& fastest,
+                           const std::vector<std::vector<int>>& slower, double speed, int cap);
 
 // The best class of path from any NET to the local GPU (kDis without NETs).
 PathType netClass(const Topology& host, int localGpu);

@@ -12,7 +12,7 @@ const char* nodeTypeName(NodeType t) {
 }
 
 const char* pathTypeName(PathType t) {
-  static const char* kNames[] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PHB", "SYS", "NET", "DIS"};
+  static const char* kNames[] = {"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS"};
   return kNames[static_cast<int>(t)];
 }
 
@@ -83,6 +83,12 @@ void Topology::computePaths() {
     std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
     queue.push({{-best[src].bw, 0}, src});
     std::vector<char> done(n, 0);
+    // A GPU's direct NVLink to another GPU is their path (NVL, that link's
+    // bandwidth), as in NCCL, even where a wider route through other GPUs
+    // exists (a DGX-1's single links next to its double ones): rings count
+    // the direct link, and a route through GPUs would load theirs.
+    std::vector<char> pinned(n, 0);
+    const bool gpuSource = nodes_[src].type == NodeType::kGpu;
     while (!queue.empty()) {
       const size_t u = queue.top().second;
       queue.pop();
@@ -91,6 +97,13 @@ void Topology::computePaths() {
       for (const Link& l : links_[u]) {
         if (u != src && !mayTraverse(nodes_[u], best[u].via, l.type)) continue;
         const size_t v = static_cast<size_t>(l.to);
+        if (pinned[v]) continue;
+        if (gpuSource && u == src && l.type == LinkType::kNvl && nodes_[v].type == NodeType::kGpu) {
+          pinned[v] = 1;
+          best[v] = {l.bw, 1, static_cast<int>(u), l.type};
+          queue.push({{-l.bw, 1}, v});
+          continue;
+        }
         const double bw = std::min(best[u].bw, l.bw);
         const int hops = best[u].hops + 1;
         if (bw > best[v].bw || (bw == best[v].bw && hops < best[v].hops)) {
@@ -133,6 +146,68 @@ void Topology::computePaths() {
                                      : PathType::kPix;
     }
   }
+  classifyNetPaths();
+}
+
+// NCCL's two GPU-NIC classes on top of the physical ones, in NCCL's order:
+// P2C first, then PXN (which may replace a P2C path, as in NCCL).
+void Topology::classifyNetPaths() {
+  ncclPaths_.clear();
+  const std::vector<int> gpus = nodesOf(NodeType::kGpu), nets = nodesOf(NodeType::kNet);
+  for (int g : gpus)
+    for (int n : nets) {
+      if (path(g, n).type <= PathType::kP2c) continue;
+      // A CPU the GPU reaches over C2C, with the NIC in its PCI tree.
+      for (const Link& l : links(g)) {
+        if (l.type != LinkType::kC2c || nodes_[static_cast<size_t>(l.to)].type != NodeType::kCpu) continue;
+        const Path& toCpu = path(n, l.to);
+        if (toCpu.type != PathType::kPix && toCpu.type != PathType::kPxb) continue;
+        Path p2c = path(g, n);
+        p2c.type = PathType::kP2c;
+        p2c.bw = std::min(l.bw, toCpu.bw);
+        p2c.hops = toCpu.hops + 1;
+        ncclPaths_[{g, n}] = {p2c, -1};
+        Path back = path(n, g);
+        back.type = PathType::kP2c;
+        back.bw = p2c.bw;
+        back.hops = p2c.hops;
+        ncclPaths_[{n, g}] = {back, -1};
+        break;
+      }
+    }
+  for (int n : nets) {
+    // The NIC's nearest GPU: best class, then bandwidth, then the first.
+    int local = -1;
+    for (int g : gpus) {
+      const Path p = ncclPath(n, g);
+      if (p.type == PathType::kDis) continue;
+      const Path best = local < 0 ? Path{} : ncclPath(n, local);
+      if (local < 0 || p.type < best.type || (p.type == best.type && p.bw > best.bw)) local = g;
+    }
+    if (local < 0) continue;
+    const Path peerToNet = ncclPath(local, n);
+    if (peerToNet.type > PathType::kPxb) continue;
+    for (int g : gpus) {
+      if (g == local || path(local, g).type > PathType::kNvl) continue;
+      const Path mine = ncclPath(g, n);
+      if (!(peerToNet.bw > mine.bw || mine.type > PathType::kPxb)) continue;
+      Path pxn = mine;
+      pxn.type = PathType::kPxn;
+      pxn.bw = std::min(path(g, local).bw, peerToNet.bw);
+      pxn.hops = path(g, local).hops + peerToNet.hops;
+      ncclPaths_[{g, n}] = {pxn, local};
+    }
+  }
+}
+
+Path Topology::ncclPath(int from, int to) const {
+  auto it = ncclPaths_.find({from, to});
+  return it != ncclPaths_.end() ? it->second.path : path(from, to);
+}
+
+int Topology::pxnPeer(int gpu, int net) const {
+  auto it = ncclPaths_.find({gpu, net});
+  return it != ncclPaths_.end() ? it->second.peer : -1;
 }
 
 const Path& Topology::path(int from, int to) const {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,15 +18,19 @@ namespace weft::graph {
 enum class NodeType : uint8_t { kGpu, kPci, kNvs, kCpu, kNic, kNet, kCount };
 // Physical links (C2C: a GPU's chip-to-chip link to its CPU, Grace).
 enum class LinkType : uint8_t { kLoc, kNvl, kPci, kSys, kNet, kC2c };
-// Path classes, best first, as NCCL defines and names them: same device,
-// NVLink direct or through NVSwitch, NVLink through an intermediate GPU, a
-// GPU's C2C link to its CPU, one PCI switch, several PCI switches, through
-// a CPU host bridge, across CPUs, across the network, disconnected.
-enum class PathType : uint8_t { kLoc, kNvl, kNvb, kC2c, kPix, kPxb, kPhb, kSys, kNet, kDis };
+// Path classes, best first, in NCCL 2.27's order and with its names: same
+// device, NVLink direct or through NVSwitch, NVLink through an intermediate
+// GPU, a GPU's C2C link to its CPU, one PCI switch, several PCI switches, a
+// GPU and a NIC joined by the GPU's C2C link to its CPU and PCIe from there
+// (P2C), a GPU and a NIC joined through an NVLink peer GPU next to the NIC
+// (PXN), through a CPU host bridge, across CPUs, across the network,
+// disconnected. path() never gives P2C or PXN; ncclPath() does.
+enum class PathType : uint8_t { kLoc, kNvl, kNvb, kC2c, kPix, kPxb, kP2c, kPxn, kPhb, kSys, kNet, kDis };
 
 const char* nodeTypeName(NodeType t);
 const char* pathTypeName(PathType t);
-// Parses LOC, NVL, NVB, C2C, PIX, PXB, PHB, SYS, NET (case-insensitive); false if unknown.
+// Parses LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS, NET, DIS
+// (case-insensitive); false if unknown.
 bool parsePathType(const std::string& name, PathType* out);
 
 struct Link {
@@ -93,10 +98,30 @@ class Topology {
   // when there is none).
   std::vector<Hop> route(int from, int to) const;
 
+  // The path as NCCL 2.27 classifies and prints it: path(from, to), except
+  // between a GPU and a NET, where NCCL names two routes of its own, with
+  // the bandwidth it gives them:
+  //  - P2C (both directions): the GPU reaches the CPU the NIC hangs from
+  //    over its C2C link (Grace); the bandwidth of that route.
+  //  - PXN (GPU to NET only): the NIC's nearest GPU is an NVLink (or
+  //    NVSwitch) peer of this one, at most PXB from the NIC, and nearer or
+  //    faster to it than this GPU; bandwidth min(GPU to peer, peer to NET).
+  // Plans read path(); this is what logs and weft-topo print.
+  Path ncclPath(int from, int to) const;
+  // For a PXN path: the peer GPU it goes through; -1 otherwise.
+  int pxnPeer(int gpu, int net) const;
+
  private:
+  void classifyNetPaths();
+
   std::vector<Node> nodes_;
   std::vector<std::vector<Link>> links_;
   std::vector<std::vector<Path>> paths_;  // [node][node]; only GPU/NIC rows filled
+  struct NcclPath {
+    Path path;
+    int peer = -1;  // PXN: the GPU relayed through
+  };
+  std::map<std::pair<int, int>, NcclPath> ncclPaths_;  // (from, to) where NCCL's class differs from path()
 };
 
 // Across the sockets of `cpu` (see link_bw.h).

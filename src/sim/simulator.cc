@@ -99,16 +99,16 @@ Result<Simulator> Simulator::create(const graph::Topology& host, const SimConfig
                        static_cast<long long>(config.plan.stepBytes), config.plan.chunkSteps);
   Simulator s;
   s.config_ = config;
-  int channels = config.plan.channels;
-  if (channels <= 0) {
-    const graph::RingSearch probe = graph::searchRings(host, 1);
-    // As the cuda backend sizes them: what the links need, at most its default maximum.
-    channels = graph::channelBudget(host, probe, config.nodes, std::max(1, config.plan.minChannels),
-                                    tuning::kCudaDefaultMaxChannels)
-                   .channels;
-  }
+  // As the cuda backend sizes them: what the links need, at most its default
+  // maximum, with the rings packed at the budget's speed.
+  const graph::ChannelBudget budget =
+      graph::channelBudget(host, graph::searchRings(host, 1), config.nodes, std::max(1, config.plan.minChannels),
+                           tuning::kCudaDefaultMaxChannels);
+  const int channels = config.plan.channels > 0 ? config.plan.channels : budget.channels;
   s.config_.plan.channels = std::max(1, channels);
-  const graph::RingSearch search = graph::searchRings(host, s.config_.plan.channels);
+  graph::SearchOptions options;
+  options.ringSpeed = budget.ringSpeed;
+  const graph::RingSearch search = graph::searchRings(host, s.config_.plan.channels, options);
   s.plan_ = graph::buildChannelPlan(search, graph::localRanks(host), config.nodes);
   if (static_cast<int>(s.plan_.rings.size()) != s.config_.plan.channels)
     return errorStatus(ncclInternalError, "the graph search built %zu channels, not %d", s.plan_.rings.size(),
