@@ -134,7 +134,7 @@ std::string IbComm::portOfQp(uint32_t qpn) const {
     if (qps_[i]->qp_num == qpn) return port(static_cast<int>(i) % nPorts_).label();
   for (size_t p = 0; p < flushQps_.size(); ++p)
     if (flushQps_[p]->qp_num == qpn) return port(static_cast<int>(p)).label();
-  return device_->name;
+  return device_->label();
 }
 
 namespace {

@@ -203,7 +203,7 @@ Status IbComm::checkPeerAlive() {
   return fail(errorStatus(ncclRemoteError,
                           "IB: the peer %s of the connection on %s closed it (%s): its process exited "
                           "or it closed its communicator",
-                          peer.c_str(), device_->name.c_str(), got.status().message().c_str()));
+                          peer.c_str(), device_->label().c_str(), got.status().message().c_str()));
 }
 
 Status IbComm::test(Request* request, bool* done, int* bytes) {

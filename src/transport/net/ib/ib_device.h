@@ -139,6 +139,8 @@ class IbNetDevice {
   int speedMbps = 0;             // the ports' sum
 
   int portCount() const { return static_cast<int>(ports.size()); }
+  // For messages: "mlx5_0:1" for one port, the merged name otherwise.
+  std::string label() const { return ports.size() == 1 ? ports[0]->label() : name; }
   // Host memory, GPU memory (exported as a dma-buf here), or a dma-buf the
   // caller exported, registered on every port (each through its own cache).
   Result<MrHandle*> registerHost(void* data, size_t size);
