@@ -38,6 +38,9 @@ TEST(IbMergeRule, PciPathWithoutTheFunction) {
   EXPECT_EQ(ib::pciPathWithoutFunction(""), "");
   EXPECT_EQ(ib::pciPathWithoutFunction("/sys/devices/virtual/net"), "") << "not a PCI function";
   EXPECT_EQ(ib::pciPathWithoutFunction("/sys/devices/pci0000:00.1/virtual"), "") << "the dot is not in the last part";
+  EXPECT_EQ(ib::pciMergeKey(kNic + "1", false), kNic.substr(0, kNic.size() - 1));
+  EXPECT_EQ(ib::pciMergeKey(kNic + "1", true), kNic.substr(0, kNic.size() - 3));
+  EXPECT_EQ(ib::pciMergeKey("", true), "");
 }
 
 TEST(IbMergeRule, TwoFunctionsOfOneNicMergeAndAnotherNicDoesNot) {
@@ -46,12 +49,15 @@ TEST(IbMergeRule, TwoFunctionsOfOneNicMergeAndAnotherNicDoesNot) {
   EXPECT_EQ(ib::mergePorts(ports, false), (Groups{{0}, {1}, {2}})) << "NCCL_IB_MERGE_NICS=0: one device per port";
 }
 
-TEST(IbMergeRule, OnlyTheFunctionMayDiffer) {
+TEST(IbMergeRule, WithoutMergeVfsOnlyTheFunctionMayDiffer) {
   // Device 01 on the same bus is another PCI device; bus 18 another NIC.
   const std::vector<ib::PortPlacement> ports = {
       ibPort("/sys/devices/pci0000:16/0000:17:00.0"), ibPort("/sys/devices/pci0000:16/0000:17:01.0"),
       ibPort("/sys/devices/pci0000:16/0000:18:00.1"), ibPort("/sys/devices/pci0000:16/0000:17:00.3")};
-  EXPECT_EQ(ib::mergePorts(ports, true), (Groups{{0, 3}, {1}, {2}}));
+  EXPECT_EQ(ib::mergePorts(ports, true, false), (Groups{{0, 3}, {1}, {2}}));
+  // NCCL_IB_MERGE_VFS=1 (the default): the device number may differ too
+  // (virtual functions on one bus), the bus may not.
+  EXPECT_EQ(ib::mergePorts(ports, true, true), (Groups{{0, 1, 3}, {2}}));
   // Two ports of one HCA (one PCI function) share the path: they merge too.
   EXPECT_EQ(ib::mergePorts({ibPort(kNic + "0"), ibPort(kNic + "0")}, true), (Groups{{0, 1}}));
 }
@@ -66,7 +72,7 @@ TEST(IbMergeRule, AtMostFourPortsPerDevice) {
   std::vector<ib::PortPlacement> ports;
   for (int f = 0; f < 6; ++f) ports.push_back(ibPort(kNic + std::to_string(f)));
   EXPECT_EQ(ib::mergePorts(ports, true), (Groups{{0, 1, 2, 3}, {4, 5}}));
-  EXPECT_EQ(ib::mergePorts(ports, true, 2), (Groups{{0, 1}, {2, 3}, {4, 5}}));
+  EXPECT_EQ(ib::mergePorts(ports, true, false, 2), (Groups{{0, 1}, {2, 3}, {4, 5}}));
 }
 
 TEST(IbMergeRule, PortsWithoutAPciPathAreNeverMerged) {

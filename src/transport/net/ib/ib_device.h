@@ -112,14 +112,19 @@ struct PortPlacement {
 // "/sys/.../0000:17:00"; empty when the path does not end in a function.
 std::string pciPathWithoutFunction(const std::string& path);
 
+// What two ports' paths must share to be merged: the path but for the
+// function ("/sys/.../0000:17:00"), or with `mergeVfs` (NCCL_IB_MERGE_VFS)
+// but for the device and function ("/sys/.../0000:17:"), so that virtual
+// functions, whose device numbers differ, merge too. Empty: never merged.
+std::string pciMergeKey(const std::string& path, bool mergeVfs);
+
 // The network devices `ports` make, each a list of indices into `ports` in
 // probe order. With `merge`, a port joins the first earlier device whose
-// first port has the same link layer and the same PCI path but for the
-// function number (two functions of one PCI device: the ports of one
-// multi-port NIC), while that device has fewer than `maxPerDevice` ports;
-// otherwise it starts a device of its own. Without `merge`, one device per
-// port.
-std::vector<std::vector<int>> mergePorts(const std::vector<PortPlacement>& ports, bool merge,
+// first port has the same link layer and the same pciMergeKey (two
+// functions of one PCI device: the ports of one multi-port NIC), while that
+// device has fewer than `maxPerDevice` ports; otherwise it starts a device
+// of its own. Without `merge`, one device per port.
+std::vector<std::vector<int>> mergePorts(const std::vector<PortPlacement>& ports, bool merge, bool mergeVfs = false,
                                          int maxPerDevice = kMaxPortsPerDevice);
 
 // One registration on every port of a network device; what the plugin hands

@@ -17,17 +17,28 @@ std::string pciPathWithoutFunction(const std::string& path) {
   return path.substr(0, dot);
 }
 
-std::vector<std::vector<int>> mergePorts(const std::vector<PortPlacement>& ports, bool merge, int maxPerDevice) {
+std::string pciMergeKey(const std::string& path, bool mergeVfs) {
+  const std::string slot = pciPathWithoutFunction(path);
+  if (!mergeVfs || slot.empty()) return slot;
+  // "…/0000:17:00" less its device number: "…/0000:17:".
+  const size_t colon = slot.rfind(':');
+  const size_t slash = slot.rfind('/');
+  if (colon == std::string::npos || (slash != std::string::npos && slash > colon)) return "";
+  return slot.substr(0, colon + 1);
+}
+
+std::vector<std::vector<int>> mergePorts(const std::vector<PortPlacement>& ports, bool merge, bool mergeVfs,
+                                         int maxPerDevice) {
   std::vector<std::vector<int>> devices;
   for (int i = 0; i < static_cast<int>(ports.size()); ++i) {
     const PortPlacement& p = ports[static_cast<size_t>(i)];
-    const std::string slot = pciPathWithoutFunction(p.pciPath);
+    const std::string slot = pciMergeKey(p.pciPath, mergeVfs);
     std::vector<int>* joined = nullptr;
     if (merge && !slot.empty()) {
       for (std::vector<int>& d : devices) {
         const PortPlacement& first = ports[static_cast<size_t>(d.front())];
         if (static_cast<int>(d.size()) < maxPerDevice && first.ethernet == p.ethernet &&
-            pciPathWithoutFunction(first.pciPath) == slot) {
+            pciMergeKey(first.pciPath, mergeVfs) == slot) {
           joined = &d;
           break;
         }

@@ -141,7 +141,7 @@ const std::vector<std::unique_ptr<IbNetDevice>>& ibDevices(std::string* why) {
     std::vector<PortPlacement> placements;
     for (const auto& p : ports) placements.push_back({p->pciPath, p->ethernet});
     const bool merge = param::ibMergeNics() != 0;
-    for (const std::vector<int>& group : mergePorts(placements, merge)) {
+    for (const std::vector<int>& group : mergePorts(placements, merge, param::ibMergeVfs() != 0)) {
       auto d = std::make_unique<IbNetDevice>();
       for (int i : group) {
         IbDevice* port = ports[static_cast<size_t>(i)].get();
