@@ -201,6 +201,65 @@ TEST(OverIbRails, NicsLeftOutByIbHcaFallBackToSpreading) {
   });
 }
 
+// Merged devices (NCCL_IB_MERGE_NICS): the emulation laid out as one
+// dual-port NIC (emu0, emu1: functions 0 and 1 of PCI device 0000:17:00) and
+// one single-port NIC (emu2). Two virtual hosts, two channels: channel 0 on
+// network device 0 (emu0+emu1), channel 1 on device 1 (emu2).
+constexpr const char* kDualPortLayout =
+    "/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0,/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.1,"
+    "/sys/devices/pci0000:62/0000:62:01.0/0000:63:00.0";
+
+std::string collectivesOverDualPortLayout() {
+  ScopedEnv emulate("WEFT_IB_EMULATE", "3");
+  ScopedEnv pci("WEFT_IB_EMULATE_PCI", kDualPortLayout);
+  ScopedEnv net("NCCL_NET", "IB");
+  ScopedEnv nodes("WEFT_RANKS_PER_NODE", "1");
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", "2");
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "2");
+  ScopedEnv buff("NCCL_BUFFSIZE", "131072");
+  return runLogged(2, "NET,INIT", [](RankContext& ctx) {
+    for (const CollCase& c : collectives(2)) runAndCheck(ctx, c);
+  });
+}
+
+TEST(OverIbMerged, ADualPortNicIsOneDeviceAndBothPortsCarryData) {
+  inFreshProcess(240, [] {
+    const std::string log = collectivesOverDualPortLayout();
+    EXPECT_NE(log.find("Using network IB (2 devices)"), std::string::npos) << log;
+    EXPECT_NE(log.find("network device 0 is emu0+emu1: ports emu0:1, emu1:1 of one NIC merged"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("via NET/IB/0(emu0+emu1)"), std::string::npos) << log;
+    // Every sender on the merged device says what each port carried.
+    const std::regex closed(R"(on emu0\+emu1 closed; bytes sent per port: emu0:1 (\d+), emu1:1 (\d+))");
+    int connections = 0;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), closed); it != std::sregex_iterator(); ++it) {
+      connections += 1;
+      EXPECT_GT(std::stoll((*it)[1]), 0) << it->str();
+      EXPECT_GT(std::stoll((*it)[2]), 0) << it->str();
+    }
+    EXPECT_GT(connections, 0) << log;
+  });
+}
+
+TEST(OverIbMerged, MergeNicsZeroKeepsThePortsApart) {
+  inFreshProcess(240, [] {
+    ScopedEnv off("NCCL_IB_MERGE_NICS", "0");
+    const std::string log = collectivesOverDualPortLayout();
+    EXPECT_NE(log.find("Using network IB (3 devices)"), std::string::npos) << log;
+    EXPECT_EQ(log.find("emu0+emu1"), std::string::npos) << log;
+  });
+}
+
+TEST(OverIbMerged, IbHcaSelectsPortsBeforeTheyAreMerged) {
+  inFreshProcess(240, [] {
+    ScopedEnv hca("NCCL_IB_HCA", "^emu1");
+    const std::string log = collectivesOverDualPortLayout();
+    EXPECT_NE(log.find("Using network IB (2 devices)"), std::string::npos) << log;
+    EXPECT_EQ(log.find("emu0+"), std::string::npos) << log;
+    EXPECT_EQ(log.find("(emu1)"), std::string::npos) << log;
+  });
+}
+
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

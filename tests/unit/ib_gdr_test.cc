@@ -12,6 +12,7 @@
 #include <cerrno>
 
 #include "device/backend/cuda/runtime.h"
+#include "ib_gdr_pair.h"
 #include "ib_pair.h"
 #include "transport/net/ib/ib_comm.h"
 #include "transport/net/ib/ib_emulation.h"
@@ -21,53 +22,6 @@ namespace weft::testing {
 namespace {
 
 namespace ib = transport::ib;
-
-// A memfd of `bytes` standing for GPU memory exported as a dma-buf, with the
-// test's own view of it.
-struct FakeDmaBuf {
-  int fd = -1;
-  uint8_t* view = nullptr;
-  size_t bytes;
-  explicit FakeDmaBuf(size_t n) : bytes(n) {
-    fd = memfd_create("weft-gpu-memory", 0);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(n)), 0);
-    view = static_cast<uint8_t*>(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-    EXPECT_NE(view, MAP_FAILED);
-  }
-  ~FakeDmaBuf() {
-    munmap(view, bytes);
-    close(fd);
-  }
-};
-
-// The iova the receiver registers: a decoy buffer, so bytes written at the
-// iova instead of into the dma-buf are caught.
-struct GdrPair : IbPair {
-  FakeDmaBuf gpu{1 << 16};
-  std::vector<uint8_t> decoy = std::vector<uint8_t>(1 << 14, 0);
-  void* gpuMr = nullptr;
-  static constexpr uint64_t kOffset = 8192;  // where the registered range starts in the dma-buf
-
-  ~GdrPair() {
-    if (gpuMr) api.deregMr(recv, gpuMr);
-  }
-  void registerGpu() {
-    ASSERT_EQ(api.regMrDmaBuf(recv, decoy.data(), decoy.size(), kNetPtrCuda, kOffset, gpu.fd, &gpuMr), ncclSuccess)
-        << ibNetLastError();
-  }
-  void* receiveIntoGpu() {
-    void* data = decoy.data();
-    int capacity = static_cast<int>(decoy.size()), tag = 0;
-    void* request = nullptr;
-    EXPECT_EQ(api.irecv(recv, 1, &data, &capacity, &tag, &gpuMr, &request), ncclSuccess) << ibNetLastError();
-    return request;
-  }
-  ncclResult_t flush(int bytes, void* mr, void** request) {
-    void* data = mr == gpuMr ? static_cast<void*>(decoy.data()) : static_cast<void*>(recvBuf.data());
-    return api.iflush(recv, 1, &data, &bytes, &mr, request);
-  }
-};
 
 TEST(IbGdr, ReceiveLandsInTheDmaBufAndIflushReadsItBack) {
   GdrPair p;
@@ -141,10 +95,11 @@ TEST(IbGdr, DmaBufRegistrationsAreCachedLikeHostOnes) {
   void* inside = nullptr;
   ASSERT_EQ(p.api.regMrDmaBuf(p.recv, p.decoy.data() + 64, 128, kNetPtrCuda, GdrPair::kOffset + 64, p.gpu.fd, &inside),
             ncclSuccess);
-  EXPECT_EQ(inside, p.gpuMr);
+  EXPECT_EQ(portEntry(inside), portEntry(p.gpuMr));
   EXPECT_EQ(ib::emu::counters().dmaBufRegistrations, before + 1);
   EXPECT_EQ(p.api.deregMr(p.recv, inside), ncclSuccess);
-  EXPECT_TRUE(static_cast<ib::MrEntry*>(p.gpuMr)->dmaBuf);
+  EXPECT_TRUE(static_cast<ib::MrHandle*>(p.gpuMr)->dmaBuf);
+  EXPECT_TRUE(portEntry(p.gpuMr)->dmaBuf);
 }
 
 TEST(IbGdr, RefusalsSayWhy) {
@@ -175,7 +130,7 @@ TEST(IbGdr, RefusalsSayWhy) {
   ib::emu::setDmaBufSupport(ib::emu::DmaBufSupport::kKernelRefuses);
   EXPECT_EQ(p.api.regMrDmaBuf(p.recv, gpu.view, 4096, kNetPtrCuda, 0, gpu.fd, &mr), ncclInvalidUsage);
   EXPECT_TRUE(contains(ibNetLastError(), "does not support dma-buf memory regions")) << ibNetLastError();
-  const ib::GdrFacts refused = ib::gatherGdrFacts(*ib::ibDevices(nullptr)[0]);
+  const ib::GdrFacts refused = ib::gatherGdrFacts(*ib::ibPorts(nullptr)[0]);
   EXPECT_TRUE(contains(ib::decideGdr(refused).why, "refuses dma-buf")) << ib::decideGdr(refused).why;
 
   ib::emu::setDmaBufSupport(ib::emu::DmaBufSupport::kVerbAbsent);
@@ -198,7 +153,7 @@ TEST(IbGdr, PropertiesOfferHostMemoryOnlyWithoutTheCudaBackendOrAGpu) {
   weftNetProperties_v8_t props{};
   ASSERT_EQ(api.getProperties(0, &props), ncclSuccess);
   EXPECT_EQ(props.ptrSupport, kNetPtrHost);
-  const ib::GdrFacts facts = ib::gatherGdrFacts(*ib::ibDevices(nullptr)[0]);
+  const ib::GdrFacts facts = ib::gatherGdrFacts(*ib::ibPorts(nullptr)[0]);
   EXPECT_TRUE(facts.dmaBufVerb);
   EXPECT_EQ(facts.kernelProbeErrno, EBADF);
   EXPECT_EQ(facts.cudaBuilt, cuda::built());

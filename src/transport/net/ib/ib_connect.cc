@@ -22,8 +22,8 @@ struct Handshake;
 struct Handle {
   uint64_t magic;
   uint64_t cookie;
-  int32_t nQps;
-  int32_t pad;
+  int32_t nQps;    // the receiver's NCCL_IB_QPS_PER_CONNECTION
+  int32_t nPorts;  // the receiver's network device's ports
   SocketAddress address;
   Handshake* pending;  // sender side only: its set-up in progress (null in what the receiver sends)
 };
@@ -41,13 +41,13 @@ struct Handshake {
 };
 
 struct ListenComm {
-  IbDevice* device = nullptr;
+  IbNetDevice* device = nullptr;
   Socket listener;
   Handle handle{};
   std::unique_ptr<Handshake> pending;
 };
 
-Result<IbDevice*> deviceAt(int dev) {
+Result<IbNetDevice*> deviceAt(int dev) {
   std::string why;
   const auto& devices = ibDevices(&why);
   if (dev < 0 || dev >= static_cast<int>(devices.size()))
@@ -94,11 +94,18 @@ Result<Socket> connectToListener(const SocketAddress& address, Deadline deadline
   }
 }
 
-Result<std::unique_ptr<Handshake>> startConnect(IbDevice* device, const Handle& h) {
+// The connection's queue pairs: the receiver's QPs per connection for every
+// port of the side with more ports (so each port of either side carries
+// some), at most kMaxQps. The sender decides; the receiver takes its count.
+int connectionQps(const Handle& h, const IbNetDevice& sender) {
+  return std::min(kMaxQps, h.nQps * std::max(h.nPorts, sender.portCount()));
+}
+
+Result<std::unique_ptr<Handshake>> startConnect(IbNetDevice* device, const Handle& h) {
   auto hs = std::make_unique<Handshake>();
   hs->deadline = Deadline::afterSec(param::bootstrapTimeoutSec());
   WEFT_ASSIGN_OR_RETURN(hs->socket, connectToListener(h.address, hs->deadline));
-  hs->comm = std::make_unique<IbComm>(true, device, h.nQps);
+  hs->comm = std::make_unique<IbComm>(true, device, connectionQps(h, *device));
   hs->comm->peer = h.address.toString();
   WEFT_RETURN_IF_ERROR(hs->comm->createQueues());
   const QpInfo info = hs->comm->localInfo(h.cookie);
@@ -133,8 +140,11 @@ Result<bool> progressAccept(ListenComm* lc) {
       lc->pending.reset();
       return false;
     }
-    hs->comm = std::make_unique<IbComm>(false, lc->device, lc->handle.nQps);
+    hs->comm = std::make_unique<IbComm>(false, lc->device, hs->peerInfo.nQps);
     hs->comm->peer = hs->socket.peerAddress().toString();
+    if (hs->peerInfo.nQps < 1 || hs->peerInfo.nQps > kMaxQps)
+      return errorStatus(ncclRemoteError, "IB: %s asked for %d queue pairs (1 to %d expected)",
+                         hs->comm->peer.c_str(), hs->peerInfo.nQps, kMaxQps);
     WEFT_RETURN_IF_ERROR(hs->comm->createQueues());
     WEFT_RETURN_IF_ERROR(hs->comm->connectQps(hs->peerInfo));
     const QpInfo info = hs->comm->localInfo(lc->handle.cookie);
@@ -151,7 +161,7 @@ Result<bool> progressAccept(ListenComm* lc) {
 }  // namespace
 
 ncclResult_t listen(int dev, void* opaqueHandle, void** listenComm) {
-  Result<IbDevice*> device = deviceAt(dev);
+  Result<IbNetDevice*> device = deviceAt(dev);
   if (!device.ok()) return report(device.status());
   Result<SocketAddress> address = setupAddress();
   if (!address.ok()) return report(address.status());
@@ -160,7 +170,8 @@ ncclResult_t listen(int dev, void* opaqueHandle, void** listenComm) {
   auto lc = std::make_unique<ListenComm>();
   lc->device = device.value();
   lc->listener = std::move(listener).value();
-  lc->handle = Handle{kHandleMagic, randomU64(), qpsPerConnection(), 0, lc->listener.localAddress(), nullptr};
+  lc->handle = Handle{kHandleMagic,         randomU64(), qpsPerConnection(), lc->device->portCount(),
+                      lc->listener.localAddress(), nullptr};
   std::memset(opaqueHandle, 0, kNetHandleBytes);
   std::memcpy(opaqueHandle, &lc->handle, sizeof(Handle));
   *listenComm = lc.release();
@@ -171,11 +182,11 @@ ncclResult_t connect(int dev, void* opaqueHandle, void** sendComm) {
   *sendComm = nullptr;
   Handle h;
   std::memcpy(&h, opaqueHandle, sizeof(h));
-  if (h.magic != kHandleMagic || h.nQps < 1 || h.nQps > kMaxQps)
+  if (h.magic != kHandleMagic || h.nQps < 1 || h.nQps > kMaxQps || h.nPorts < 1 || h.nPorts > kMaxPortsPerDevice)
     return report(errorStatus(ncclInternalError, "IB: not an IB network handle"));
   std::unique_ptr<Handshake> hs(h.pending);
   if (!hs) {
-    Result<IbDevice*> device = deviceAt(dev);
+    Result<IbNetDevice*> device = deviceAt(dev);
     if (!device.ok()) return report(device.status());
     Result<std::unique_ptr<Handshake>> started = startConnect(device.value(), h);
     if (!started.ok()) return report(started.status().withContext("connecting to " + h.address.toString()));

@@ -1,7 +1,8 @@
 // Setting up an IB connection over a TCP socket, as NCCL does: the receiver
-// listens and puts {address, cookie, QPs per connection} in the handle; the
-// sender connects, creates its queues and sends its QP numbers, address and
-// FIFO location; the receiver creates its queues, moves them to RTS and
+// listens and puts {address, cookie, QPs per connection, its device's ports}
+// in the handle; the sender connects, decides the connection's QP count
+// (QPs per connection times the larger side's ports, at most 16), creates its
+// queues and sends its QP numbers, port addresses and FIFO location; the receiver creates its queues, moves them to RTS and
 // answers with its own; the sender moves its queues to RTS and sends one
 // "ready" byte, after which the receiver may offer buffers (its FIFO writes
 // then find the sender's QPs able to receive). No call waits on the peer:

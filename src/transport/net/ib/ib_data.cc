@@ -21,9 +21,14 @@ namespace {
 constexpr int64_t kPeerCheckNs = 20 * 1000 * 1000;
 constexpr uint64_t kStripeAlign = 128;
 
-bool covers(const MrEntry* mr, const void* data, size_t size) {
+// The handle is this device's (one entry per port) and every entry covers
+// [data, data+size).
+bool covers(const MrHandle* mh, int ports, const void* data, size_t size) {
+  if (mh == nullptr || mh->count != ports) return false;
   const uintptr_t at = reinterpret_cast<uintptr_t>(data);
-  return mr != nullptr && at >= mr->begin && at + size <= mr->end;
+  for (int p = 0; p < ports; ++p)
+    if (at < mh->entries[p]->begin || at + size > mh->entries[p]->end) return false;
+  return true;
 }
 
 bool remoteFault(ibv_wc_status s) {
@@ -38,7 +43,7 @@ Status IbComm::fail(Status s) {
   return s;
 }
 
-Result<Request*> IbComm::postSend(void* data, size_t size, MrEntry* mr) {
+Result<Request*> IbComm::postSend(void* data, size_t size, MrHandle* mr) {
   if (!error_.ok()) return error_;
   const size_t slot = static_cast<size_t>(nextSeq_ % kFifoDepth);
   Request& r = requests_[slot];
@@ -55,16 +60,19 @@ Result<Request*> IbComm::postSend(void* data, size_t size, MrEntry* mr) {
                             "IB: a message of %zu bytes to %s is larger than the %llu-byte buffer "
                             "the receiver posted",
                             size, peer.c_str(), static_cast<unsigned long long>(e.capacity)));
-  if (!covers(mr, data, size))
+  if (!covers(mr, nPorts_, data, size))
     return fail(errorStatus(ncclInvalidArgument,
                             "IB: the %zu bytes at %p to send to %s are not in the registration "
                             "passed with them",
                             size, data, peer.c_str()));
   const uint64_t stripe = ((size + nQps_ - 1) / nQps_ + kStripeAlign - 1) / kStripeAlign * kStripeAlign;
   for (int i = 0; i < nQps_; ++i) {
+    // QP i is on local port i % nPorts_ and reaches the receiver's port
+    // i % remotePorts_: its own key on each side.
+    const int local = i % nPorts_;
     const uint64_t offset = std::min<uint64_t>(stripe * i, size);
     ibv_sge sge{reinterpret_cast<uintptr_t>(data) + offset,
-                static_cast<uint32_t>(std::min<uint64_t>(stripe, size - offset)), mr->mr->lkey};
+                static_cast<uint32_t>(std::min<uint64_t>(stripe, size - offset)), mr->entries[local]->mr->lkey};
     ibv_send_wr wr{};
     wr.wr_id = slot;
     wr.sg_list = &sge;
@@ -73,11 +81,12 @@ Result<Request*> IbComm::postSend(void* data, size_t size, MrEntry* mr) {
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.imm_data = htobe32(static_cast<uint32_t>(size));
     wr.wr.rdma.remote_addr = e.addr + offset;
-    wr.wr.rdma.rkey = e.rkey;
+    wr.wr.rdma.rkey = e.rkeys[i % remotePorts_];
     ibv_send_wr* bad = nullptr;
     if (int rc = verbs(nullptr)->postSend(qps_[static_cast<size_t>(i)], &wr, &bad))
       return fail(errorStatus(ncclSystemError, "IB: posting a write to %s on %s QP %u failed: %s", peer.c_str(),
-                              device_->label().c_str(), qps_[static_cast<size_t>(i)]->qp_num, std::strerror(rc)));
+                              port(local).label().c_str(), qps_[static_cast<size_t>(i)]->qp_num, std::strerror(rc)));
+    bytesOnPort_[local] += sge.length;
   }
   r.used = true;
   r.pending = nQps_;
@@ -86,24 +95,24 @@ Result<Request*> IbComm::postSend(void* data, size_t size, MrEntry* mr) {
   return &r;
 }
 
-Result<Request*> IbComm::postRecv(void* data, size_t size, MrEntry* mr) {
+Result<Request*> IbComm::postRecv(void* data, size_t size, MrHandle* mr) {
   if (!error_.ok()) return error_;
   const size_t slot = static_cast<size_t>(nextSeq_ % kFifoDepth);
   Request& r = requests_[slot];
   if (r.used) return static_cast<Request*>(nullptr);
-  if (!covers(mr, data, size))
+  if (!covers(mr, nPorts_, data, size))
     return fail(errorStatus(ncclInvalidArgument,
                             "IB: the %zu-byte receive buffer at %p is not in the registration "
                             "passed with it",
                             size, data));
   const Verbs* v = verbs(nullptr);
-  for (ibv_qp* qp : qps_) {
+  for (size_t i = 0; i < qps_.size(); ++i) {
     ibv_recv_wr wr{};
     wr.wr_id = slot;
     ibv_recv_wr* bad = nullptr;
-    if (int rc = v->postRecv(qp, &wr, &bad))
+    if (int rc = v->postRecv(qps_[i], &wr, &bad))
       return fail(errorStatus(ncclSystemError, "IB: posting a receive from %s on %s QP %u failed: %s", peer.c_str(),
-                              device_->label().c_str(), qp->qp_num, std::strerror(rc)));
+                              portOfQp(qps_[i]->qp_num).c_str(), qps_[i]->qp_num, std::strerror(rc)));
   }
   // The receives are posted: now the buffer may be offered. Our copy of the
   // entry is the source of the write and is not touched again until this
@@ -111,7 +120,7 @@ Result<Request*> IbComm::postRecv(void* data, size_t size, MrEntry* mr) {
   FifoEntry& e = fifo_[slot];
   e.addr = reinterpret_cast<uintptr_t>(data);
   e.capacity = size;
-  e.rkey = mr->mr->rkey;
+  for (int p = 0; p < nPorts_; ++p) e.rkeys[p] = mr->entries[p]->mr->rkey;
   e.seq = nextSeq_ + 1;
   ibv_sge sge{reinterpret_cast<uintptr_t>(&e), sizeof(FifoEntry), fifoMr_->lkey};
   ibv_send_wr wr{};
@@ -125,7 +134,7 @@ Result<Request*> IbComm::postRecv(void* data, size_t size, MrEntry* mr) {
   ibv_send_wr* bad = nullptr;
   if (int rc = v->postSend(qps_[0], &wr, &bad))
     return fail(errorStatus(ncclSystemError, "IB: posting a FIFO write to %s on %s QP %u failed: %s", peer.c_str(),
-                            device_->label().c_str(), qps_[0]->qp_num, std::strerror(rc)));
+                            port(0).label().c_str(), qps_[0]->qp_num, std::strerror(rc)));
   r.used = true;
   r.pending = nQps_;
   r.bytes = 0;
@@ -149,17 +158,23 @@ Status IbComm::completionError(const ibv_wc& wc) const {
                                                : "receiving from";
   return errorStatus(remoteFault(wc.status) ? ncclRemoteError : ncclSystemError,
                      "IB: %s %s failed on %s QP %u: %s (status %d, vendor error 0x%x)%s", what, peer.c_str(),
-                     device_->label().c_str(), wc.qp_num, v->wcStatusStr(wc.status), static_cast<int>(wc.status),
+                     portOfQp(wc.qp_num).c_str(), wc.qp_num, v->wcStatusStr(wc.status), static_cast<int>(wc.status),
                      wc.vendor_err, hint.c_str());
 }
 
 Status IbComm::pollOnce(bool* progressed) {
+  *progressed = false;
+  for (int p = 0; p < nPorts_; ++p) WEFT_RETURN_IF_ERROR(pollPort(p, progressed));
+  return okStatus();
+}
+
+Status IbComm::pollPort(int p, bool* progressed) {
   ibv_wc wcs[16];
-  const int n = verbs(nullptr)->pollCq(cq_, 16, wcs);
+  const int n = verbs(nullptr)->pollCq(cqs_[static_cast<size_t>(p)], 16, wcs);
   if (n < 0)
     return fail(errorStatus(ncclSystemError, "IB: polling the completion queue of the connection to %s on %s failed",
-                            peer.c_str(), device_->label().c_str()));
-  *progressed = n > 0;
+                            peer.c_str(), port(p).label().c_str()));
+  *progressed = *progressed || n > 0;
   for (int i = 0; i < n; ++i) {
     const ibv_wc& wc = wcs[i];
     if (wc.status != IBV_WC_SUCCESS) return fail(completionError(wc));

@@ -1,6 +1,8 @@
 // The IB network's devices: which HCA ports it uses (NCCL_IB_HCA), what each
-// is (speed, PCI path, address), and the per-device memory-registration
-// cache. One network device per active port, as NCCL numbers them.
+// is (speed, PCI path, address), the per-port memory-registration cache, and
+// how ports are merged into network devices (NCCL_IB_MERGE_NICS): one network
+// device per active port, except that the ports of one multi-port NIC become
+// one device, as NCCL numbers them.
 #pragma once
 
 #include <memory>
@@ -97,7 +99,69 @@ class IbDevice {
   std::vector<std::unique_ptr<MrEntry>> cache_;
 };
 
+// At most this many ports make one network device (NCCL's limit).
+constexpr int kMaxPortsPerDevice = 4;
+
+// What the merging rule looks at of a port.
+struct PortPlacement {
+  std::string pciPath;  // sysfs path of its PCI function; empty: not on PCI (never merged)
+  bool ethernet = false;
+};
+
+// `path` without its PCI function number: "/sys/.../0000:17:00.1" gives
+// "/sys/.../0000:17:00"; empty when the path does not end in a function.
+std::string pciPathWithoutFunction(const std::string& path);
+
+// What two ports' paths must share to be merged: the path but for the
+// function ("/sys/.../0000:17:00"), or with `mergeVfs` (NCCL_IB_MERGE_VFS)
+// but for the device and function ("/sys/.../0000:17:"), so that virtual
+// functions, whose device numbers differ, merge too. Empty: never merged.
+std::string pciMergeKey(const std::string& path, bool mergeVfs);
+
+// The network devices `ports` make, each a list of indices into `ports` in
+// probe order. With `merge`, a port joins the first earlier device whose
+// first port has the same link layer and the same pciMergeKey (two
+// functions of one PCI device: the ports of one multi-port NIC), while that
+// device has fewer than `maxPerDevice` ports; otherwise it starts a device
+// of its own. Without `merge`, one device per port.
+std::vector<std::vector<int>> mergePorts(const std::vector<PortPlacement>& ports, bool merge, bool mergeVfs = false,
+                                         int maxPerDevice = kMaxPortsPerDevice);
+
+// One registration on every port of a network device; what the plugin hands
+// out as an mhandle. entries[i] is port i's (its lkey and rkey).
+struct MrHandle {
+  int count = 0;
+  MrEntry* entries[kMaxPortsPerDevice] = {};
+  bool dmaBuf = false;  // GPU memory through dma-buf: receives into it need iflush
+};
+
+// A network device: one port, or the ports of one NIC merged ("mlx5_0+mlx5_1").
+// A connection on it spreads its queue pairs over the ports (ib_comm.h).
+class IbNetDevice {
+ public:
+  std::string name;
+  std::vector<IbDevice*> ports;  // probe order; ports[0] gives the PCI path, GUID and port number
+  int speedMbps = 0;             // the ports' sum
+
+  int portCount() const { return static_cast<int>(ports.size()); }
+  // For messages: "mlx5_0:1" for one port, the merged name otherwise.
+  std::string label() const { return ports.size() == 1 ? ports[0]->label() : name; }
+  // Host memory, GPU memory (exported as a dma-buf here), or a dma-buf the
+  // caller exported, registered on every port (each through its own cache).
+  Result<MrHandle*> registerHost(void* data, size_t size);
+  Result<MrHandle*> registerCuda(void* data, size_t size);
+  Result<MrHandle*> registerDmaBuf(void* data, size_t size, uint64_t offset, int fd);
+  void deregister(MrHandle* handle);
+
+ private:
+  template <typename Fn>
+  Result<MrHandle*> registerEach(bool dmaBuf, Fn&& one);
+};
+
 // The usable ports, probed once per process; empty with the reason in `why`.
-const std::vector<std::unique_ptr<IbDevice>>& ibDevices(std::string* why);
+const std::vector<std::unique_ptr<IbDevice>>& ibPorts(std::string* why);
+// The network devices those ports make (NCCL_IB_MERGE_NICS); empty with the
+// reason in `why`.
+const std::vector<std::unique_ptr<IbNetDevice>>& ibDevices(std::string* why);
 
 }  // namespace weft::transport::ib

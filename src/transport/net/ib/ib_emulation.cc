@@ -10,6 +10,10 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include "common/params.h"
 
 namespace weft::transport::ib::emuworld {
 namespace {
@@ -41,6 +45,7 @@ World& world() {
 }
 
 uint16_t portLid(ibv_context* context) { return lidOf(deviceOf(context)); }
+int deviceIndex(ibv_context* context) { return deviceOf(context)->index; }
 
 const EmuMr* regionFor(World& w, uint32_t key, const ibv_pd* pd, uint64_t addr, uint64_t len, int access) {
   auto it = w.regions.find(key);
@@ -81,6 +86,21 @@ ibv_device** getDeviceList(int* count) {
 }
 void freeDeviceList(ibv_device**) {}
 const char* getDeviceName(ibv_device* d) { return d->name; }
+std::string devicePciPath(ibv_device* d) { return reinterpret_cast<EmuDevice*>(d)->pciPath; }
+
+// WEFT_IB_EMULATE_PCI split at commas: entry i is emu<i>'s PCI path.
+std::vector<std::string> configuredPciPaths() {
+  std::vector<std::string> out;
+  const std::string spec = param::ibEmulatePci();
+  size_t at = 0;
+  while (!spec.empty() && at <= spec.size()) {
+    size_t end = spec.find(',', at);
+    if (end == std::string::npos) end = spec.size();
+    out.push_back(spec.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
 
 ibv_context* openDevice(ibv_device* d) {
   auto* c = new EmuContext{};
@@ -332,9 +352,11 @@ const Verbs* emulationVerbs(int devices) {
   std::call_once(once, [devices] {
     World& w = world();
     Lock lock(w.mutex);
+    const std::vector<std::string> pciPaths = configuredPciPaths();
     for (int i = 0; i < devices; ++i) {
       auto d = std::make_unique<EmuDevice>();
       d->index = i;
+      if (i < static_cast<int>(pciPaths.size())) d->pciPath = pciPaths[static_cast<size_t>(i)];
       std::snprintf(d->device.name, sizeof(d->device.name), "emu%d", i);
       d->device.node_type = IBV_NODE_CA;
       d->device.transport_type = IBV_TRANSPORT_IB;
@@ -365,7 +387,8 @@ const Verbs* emulationVerbs(int devices) {
                   emuworld::pollCq,
                   emuworld::statusStr,
                   regMrIova2,
-                  regDmabufMr};
+                  regDmabufMr,
+                  devicePciPath};
   });
   return &table;
 }

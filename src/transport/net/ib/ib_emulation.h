@@ -36,7 +36,9 @@
 namespace weft::transport::ib {
 
 // The emulation's table with `devices` devices (emu0, emu1, ...); the
-// device count is fixed by the first call.
+// device count is fixed by the first call. WEFT_IB_EMULATE_PCI gives the
+// devices PCI paths (devicePciPath answers with them; none by default), so
+// tests can lay out a dual-port NIC (two functions of one PCI device).
 const Verbs* emulationVerbs(int devices);
 
 namespace emu {
@@ -48,6 +50,9 @@ struct Counters {
   int64_t writes = 0;               // RDMA WRITE and WRITE_WITH_IMM delivered
   int64_t reads = 0;                // RDMA READ delivered
   int64_t dmaBufRegistrations = 0;  // reg_dmabuf_mr calls that succeeded
+  // Bytes of RDMA WRITEs (with or without immediate) delivered, by the
+  // index of the requester's device (emu<i>); devices past the array uncounted.
+  int64_t bytesWrittenFrom[8] = {};
 };
 Counters counters();
 

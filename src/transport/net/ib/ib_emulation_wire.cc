@@ -121,6 +121,8 @@ bool deliverWrite(World& w, EmuQp* q, EmuQp* d, const HeldSend& h) {
   }
   writeOrdered(w, hostAddress(w, h.wr.wr.rdma.rkey, addr), h);
   w.counters.writes += 1;
+  const int from = deviceIndex(q->qp.context);
+  if (from < 8) w.counters.bytesWrittenFrom[from] += static_cast<int64_t>(total(h));
   if (h.wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) completeReceive(d, q, IBV_WC_RECV_RDMA_WITH_IMM, total(h), h.wr);
   return true;
 }

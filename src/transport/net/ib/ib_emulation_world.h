@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "transport/net/ib/ib_emulation.h"
@@ -20,6 +21,7 @@ namespace weft::transport::ib::emuworld {
 struct EmuDevice {
   ibv_device device;  // first: handed out as ibv_device*
   int index = 0;
+  std::string pciPath;  // from WEFT_IB_EMULATE_PCI; empty: none
 };
 
 struct EmuContext {
@@ -98,6 +100,8 @@ inline ibv_wc_opcode sendOpcode(ibv_wr_opcode op) {
 }
 // The LID of the emulated port behind `context`.
 uint16_t portLid(ibv_context* context);
+// The index of the emulated device behind `context` (emu<index>).
+int deviceIndex(ibv_context* context);
 
 int postSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad);
 int pollCq(ibv_cq* cq, int entries, ibv_wc* wc);

@@ -41,13 +41,6 @@ int gidIndexFor(const Verbs& v, IbDevice& d, int tableLength) {
   return chooseGidIndex(table, family, static_cast<int>(param::ibRoceVersionNum()));
 }
 
-std::string pciPathOf(const std::string& device) {
-  char* path = realpath(("/sys/class/infiniband/" + device + "/device").c_str(), nullptr);
-  std::string out = path ? path : "";
-  std::free(path);
-  return out;
-}
-
 bool relaxedOrderingFor(const Verbs& v) {
   const int64_t setting = param::ibPciRelaxedOrdering();
   if (setting == 0) return false;
@@ -59,7 +52,8 @@ bool relaxedOrderingFor(const Verbs& v) {
 
 // One port as a network device, or null (and why, at INFO) when unusable.
 std::unique_ptr<IbDevice> openPort(const Verbs& v, const std::shared_ptr<void>& owner, ibv_context* context,
-                                   const std::string& name, const ibv_device_attr& attr, int port) {
+                                   const std::string& name, const std::string& pciPath, const ibv_device_attr& attr,
+                                   int port) {
   ibv_port_attr pa{};
   if (v.queryPort(context, static_cast<uint8_t>(port), &pa) != 0 || pa.state != IBV_PORT_ACTIVE) return nullptr;
   if (pa.link_layer != IBV_LINK_LAYER_INFINIBAND && pa.link_layer != IBV_LINK_LAYER_ETHERNET) return nullptr;
@@ -73,7 +67,7 @@ std::unique_ptr<IbDevice> openPort(const Verbs& v, const std::shared_ptr<void>& 
   d->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
   d->mtu = pa.active_mtu;
   d->speedMbps = portSpeedMbps(pa.active_speed, pa.active_width);
-  d->pciPath = pciPathOf(name);
+  d->pciPath = pciPath;
   d->maxQp = attr.max_qp;
   d->relaxedOrdering = relaxedOrderingFor(v);
   d->gidIndex = gidIndexFor(v, *d, pa.gid_tbl_len);
@@ -99,18 +93,20 @@ void probeDevice(const Verbs& v, ibv_device* device, const HcaFilter& filter,
   std::shared_ptr<void> owner(context, [table](void* c) { (void)table->closeDevice(static_cast<ibv_context*>(c)); });
   ibv_device_attr attr{};
   if (v.queryDevice(context, &attr) != 0) return;
+  const std::string pciPath = v.devicePciPath(device);
   for (int port = 1; port <= attr.phys_port_cnt; ++port) {
     if (!hcaSelected(filter, name, port)) continue;
-    if (std::unique_ptr<IbDevice> d = openPort(v, owner, context, name, attr, port)) out->push_back(std::move(d));
+    if (std::unique_ptr<IbDevice> d = openPort(v, owner, context, name, pciPath, attr, port))
+      out->push_back(std::move(d));
   }
 }
 
 }  // namespace
 
-const std::vector<std::unique_ptr<IbDevice>>& ibDevices(std::string* why) {
+const std::vector<std::unique_ptr<IbDevice>>& ibPorts(std::string* why) {
   static std::once_flag once;
-  // Never destroyed: a proxy thread may still use a device while the process exits.
-  static auto* devices = new std::vector<std::unique_ptr<IbDevice>>();
+  // Never destroyed: a proxy thread may still use a port while the process exits.
+  static auto* ports = new std::vector<std::unique_ptr<IbDevice>>();
   static std::string failure;
   std::call_once(once, [] {
     const Verbs* v = verbs(&failure);
@@ -123,17 +119,47 @@ const std::vector<std::unique_ptr<IbDevice>>& ibDevices(std::string* why) {
       return;
     }
     const HcaFilter filter = parseHcaFilter(param::ibHca());
-    for (int i = 0; i < count; ++i) probeDevice(*v, list[i], filter, devices);
+    for (int i = 0; i < count; ++i) probeDevice(*v, list[i], filter, ports);
     v->freeDeviceList(list);
-    if (devices->empty())
+    if (ports->empty())
       failure =
           strFormat("no active port among %d RDMA devices matches NCCL_IB_HCA=\"%s\"", count, param::ibHca().c_str());
-    for (const auto& d : *devices)
+    for (const auto& d : *ports)
       WEFT_INFO(log::kNet | log::kInit, "NET/IB: %s %s, %d Mb/s, GID index %d, %s (%s)", d->label().c_str(),
                 d->ethernet ? "RoCE" : "InfiniBand", d->speedMbps, d->gidIndex,
                 d->pciPath.empty() ? "no PCI path" : d->pciPath.c_str(), v->source);
   });
-  if (devices->empty() && why) *why = failure;
+  if (ports->empty() && why) *why = failure;
+  return *ports;
+}
+
+const std::vector<std::unique_ptr<IbNetDevice>>& ibDevices(std::string* why) {
+  static std::once_flag once;
+  static auto* devices = new std::vector<std::unique_ptr<IbNetDevice>>();  // never destroyed, as the ports
+  std::call_once(once, [] {
+    const auto& ports = ibPorts(nullptr);
+    std::vector<PortPlacement> placements;
+    for (const auto& p : ports) placements.push_back({p->pciPath, p->ethernet});
+    const bool merge = param::ibMergeNics() != 0;
+    for (const std::vector<int>& group : mergePorts(placements, merge, param::ibMergeVfs() != 0)) {
+      auto d = std::make_unique<IbNetDevice>();
+      for (int i : group) {
+        IbDevice* port = ports[static_cast<size_t>(i)].get();
+        d->name += (d->ports.empty() ? "" : "+") + port->name;
+        d->ports.push_back(port);
+        d->speedMbps += port->speedMbps;
+      }
+      if (group.size() > 1) {
+        std::string labels;
+        for (const IbDevice* port : d->ports) labels += (labels.empty() ? "" : ", ") + port->label();
+        WEFT_INFO(log::kNet | log::kInit,
+                  "NET/IB: network device %zu is %s: ports %s of one NIC merged (NCCL_IB_MERGE_NICS=1), %d Mb/s",
+                  devices->size(), d->name.c_str(), labels.c_str(), d->speedMbps);
+      }
+      devices->push_back(std::move(d));
+    }
+  });
+  if (devices->empty()) (void)ibPorts(why);
   return *devices;
 }
 

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "common/params.h"
@@ -16,6 +17,13 @@ namespace {
 int systemPostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) { return ibv_post_send(qp, wr, bad); }
 int systemPostRecv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) { return ibv_post_recv(qp, wr, bad); }
 int systemPollCq(ibv_cq* cq, int entries, ibv_wc* wc) { return ibv_poll_cq(cq, entries, wc); }
+
+std::string systemPciPath(ibv_device* device) {
+  char* path = realpath((std::string("/sys/class/infiniband/") + device->name + "/device").c_str(), nullptr);
+  std::string out = path ? path : "";
+  std::free(path);
+  return out;
+}
 
 // Resolves `name` into `slot`; false (and the name in `missing`) when absent.
 template <typename Fn>
@@ -52,6 +60,7 @@ bool fillTable(void* handle, Verbs* v, std::string* missing) {
   v->postSend = systemPostSend;
   v->postRecv = systemPostRecv;
   v->pollCq = systemPollCq;
+  v->devicePciPath = systemPciPath;
   return missing->empty();
 }
 

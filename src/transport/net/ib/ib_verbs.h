@@ -44,6 +44,10 @@ struct Verbs {
   // requests as [iova, iova+length). Null when the library predates
   // ibv_reg_dmabuf_mr (rdma-core before v34): GPUDirect RDMA is then off.
   ibv_mr* (*regDmabufMr)(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access);
+  // The sysfs path of the device's PCI function (the realpath of
+  // /sys/class/infiniband/<name>/device); empty when it has none. Not a
+  // libibverbs call: the probe asks here so that the emulation can answer.
+  std::string (*devicePciPath)(ibv_device* device);
 };
 
 // The table in use: the emulation when WEFT_IB_EMULATE > 0, else
