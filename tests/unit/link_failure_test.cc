@@ -114,7 +114,9 @@ TEST(LinkFailure, TheErrorNamesTheLinkAndACommWithoutItWorks) {
     EXPECT_TRUE(comm.brokenLinks.has(0, 1));
     for (const Channel& channel : comm.channels) {
       const auto& conn = channel.send[static_cast<size_t>(1 - r)];
-      if (conn) EXPECT_EQ(__atomic_load_n(conn->end.tail, __ATOMIC_ACQUIRE), 0u) << "rank " << r << " sent on 0-1";
+      if (conn) {
+        EXPECT_EQ(__atomic_load_n(conn->end.tail, __ATOMIC_ACQUIRE), 0u) << "rank " << r << " sent on 0-1";
+      }
     }
   }
   for (ncclComm_t comm : comms) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
