@@ -88,9 +88,15 @@ Status planLaunch(Comm* comm) {
 }
 
 void collectNeeds(Comm* comm, const Plan& plan, std::vector<ConnectNeed>* needs) {
+  // Only links not made yet: a send/recv call to a connected peer must not
+  // reach connectPeers, whose slot lookup invalidates the channel's view
+  // (rebuilt at the next launch).
   for (const P2pBinding& b : plan.p2p) {
-    if (b.sendPeer >= 0) needs->push_back({comm, b.channel, b.sendPeer, true});
-    if (b.recvPeer >= 0) needs->push_back({comm, b.channel, b.recvPeer, false});
+    const Channel& channel = comm->channels[static_cast<size_t>(b.channel)];
+    if (b.sendPeer >= 0 && !channel.send[static_cast<size_t>(b.sendPeer)])
+      needs->push_back({comm, b.channel, b.sendPeer, true});
+    if (b.recvPeer >= 0 && !channel.recv[static_cast<size_t>(b.recvPeer)])
+      needs->push_back({comm, b.channel, b.recvPeer, false});
   }
   for (int c : plan.flatChannels) {
     if (comm->channels[static_cast<size_t>(c)].flatConnected) continue;

@@ -280,30 +280,53 @@ Status pairSelf(const std::vector<P2pTask>& p2ps, int rank, Plan* plan) {
 // Round d pairs the sends to rank+d with the receives from rank-d: the peer
 // rank+d, in its own round d, receives from us, so every wait is answered.
 void planPeers(const PlanInputs& in, const std::vector<P2pTask>& p2ps, Plan* plan) {
-  for (int d = 1; d < in.nranks; ++d) {
-    const int sendPeer = (in.rank + d) % in.nranks;
-    const int recvPeer = (in.rank - d + in.nranks) % in.nranks;
-    std::vector<const P2pTask*> sends;
-    std::vector<const P2pTask*> recvs;
-    for (const P2pTask& t : p2ps) {
-      if (t.isSend && t.peer == sendPeer && t.bytes > 0) sends.push_back(&t);
-      if (!t.isSend && t.peer == recvPeer && t.bytes > 0) recvs.push_back(&t);
-    }
+  // Step d pairs the sends to rank + d with the receives from rank - d, in
+  // call order, on channel d % channels, for d = 1 .. nranks - 1 (the self
+  // step is pairSelf's). The tasks are sorted by distance once (ties by
+  // their place in the call order), so a group costs O(tasks log tasks)
+  // whatever the rank count, and nothing is allocated once the scratch
+  // vectors have grown.
+  auto& sends = plan->peerSends;
+  auto& recvs = plan->peerRecvs;
+  sends.clear();
+  recvs.clear();
+  for (const P2pTask& t : p2ps) {
+    if (t.bytes == 0 || t.peer == in.rank) continue;
+    if (t.isSend)
+      sends.push_back({(t.peer - in.rank + in.nranks) % in.nranks, &t});
+    else
+      recvs.push_back({(in.rank - t.peer + in.nranks) % in.nranks, &t});
+  }
+  auto before = [](const Plan::PeerTask& a, const Plan::PeerTask& b) {
+    return a.distance != b.distance ? a.distance < b.distance : a.task < b.task;
+  };
+  std::sort(sends.begin(), sends.end(), before);
+  std::sort(recvs.begin(), recvs.end(), before);
+  size_t s = 0;
+  size_t r = 0;
+  while (s < sends.size() || r < recvs.size()) {
+    const int d =
+        std::min(s < sends.size() ? sends[s].distance : in.nranks, r < recvs.size() ? recvs[r].distance : in.nranks);
     const int channel = d % in.channels;
-    for (size_t i = 0; i < std::max(sends.size(), recvs.size()); ++i) {
+    for (;;) {
+      const bool send = s < sends.size() && sends[s].distance == d;
+      const bool recv = r < recvs.size() && recvs[r].distance == d;
+      if (!send && !recv) break;
       device::WorkItem item{};
       item.kind = device::WorkItem::Kind::kP2p;
       item.checkCalls = in.checkCalls ? 1 : 0;
       P2pBinding binding{channel, plan->channels[static_cast<size_t>(channel)].size(), -1, -1};
-      if (i < sends.size()) {
-        item.p2p.sendbuff = static_cast<const char*>(sends[i]->sendbuff);
-        item.p2p.sendBytes = sends[i]->bytes;
-        binding.sendPeer = sendPeer;
+      if (send) {
+        item.p2p.sendbuff = static_cast<const char*>(sends[s].task->sendbuff);
+        item.p2p.sendBytes = sends[s].task->bytes;
+        binding.sendPeer = (in.rank + d) % in.nranks;
+        ++s;
       }
-      if (i < recvs.size()) {
-        item.p2p.recvbuff = static_cast<char*>(recvs[i]->recvbuff);
-        item.p2p.recvBytes = recvs[i]->bytes;
-        binding.recvPeer = recvPeer;
+      if (recv) {
+        item.p2p.recvbuff = static_cast<char*>(recvs[r].task->recvbuff);
+        item.p2p.recvBytes = recvs[r].task->bytes;
+        binding.recvPeer = (in.rank - d + in.nranks) % in.nranks;
+        ++r;
       }
       plan->channels[static_cast<size_t>(channel)].push_back(item);
       plan->p2p.push_back(binding);

@@ -101,6 +101,13 @@ struct Plan {
   std::vector<int> hierChannels;
   // Channels running the 2D torus: connected to its row and column neighbours first.
   std::vector<int> torusChannels;
+  // The planner's scratch for a group's sends and receives (planPeers),
+  // kept with the plan so that planning a send/recv call allocates nothing.
+  struct PeerTask {
+    int distance;  // a send to rank + distance, or a receive from rank - distance
+    const P2pTask* task;
+  };
+  std::vector<PeerTask> peerSends, peerRecvs;
 
   // Empties the plan for `nChannels` channels, keeping every allocation:
   // the communicator plans each launch into the same Plan.
