@@ -284,11 +284,12 @@ Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
   const WaitLimit limit = waitLimit();
   Result<std::vector<char>> taken = mailbox_->take(peer, tag, limit, waitCheck(peer));
   if (!taken.ok()) {
-    // Ran out of time on this peer: it is the suspect a failure report names
-    // (reportInitFailure), unless a wait found another rank gone first.
+    // Ended by abort, a notice, or the peer found gone: said already.
     if (!limit.deadline.expired()) return taken.status();
-    // Silent, but alive: it may be waiting on the rank that failed, whose
-    // waiter's notice is then on its way.
+    // Out of time on a peer that is silent but alive: it may be waiting on
+    // the rank that failed, whose waiter's notice is then on its way. If
+    // none comes, this peer is the suspect a failure report names
+    // (reportInitFailure), unless another wait found a rank gone first.
     if (awaitNotice(kNoticeGraceMs)) return noticeStatus();
     noteSuspect(peer);
     return taken.status();
