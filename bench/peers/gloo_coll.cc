@@ -3,7 +3,7 @@
 // checks as mpi_coll.c and weft-perf: each call timed alone, median of the
 // timed iterations on every rank, no barrier between calls, one checked call
 // first; bench/compare combines the ranks' medians.
-// Usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <iters> <warmup>
+// Usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <iters> <warmups>
 // Every rank prints one CSV line per size: gloo,coll,nranks,bytes,median_us,ok,rank
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -106,7 +106,7 @@ struct Bench {
 
 int main(int argc, char** argv) {
   if (argc < 5 || !std::getenv("RANK") || !std::getenv("WORLD_SIZE") || !std::getenv("GLOO_STORE")) {
-    std::fprintf(stderr, "usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <iters> <warmup>\n");
+    std::fprintf(stderr, "usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <iters> <warmups>\n");
     return 2;
   }
   Bench b;
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   b.rank = std::atoi(std::getenv("RANK"));
   b.nranks = std::atoi(std::getenv("WORLD_SIZE"));
   const std::vector<long> sizes = parseList(argv[2]), iters = parseList(argv[3]);
-  const int warmup = std::atoi(argv[4]);
+  const std::vector<long> warmups = parseList(argv[4]);  // per size, or one for all
   gloo::transport::tcp::attr attr("127.0.0.1");
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(std::getenv("GLOO_STORE"));
@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
     }
     allOk = allOk && ok;
     std::vector<double> samples;
+    const long warmup = warmups.empty() ? 0 : warmups[warmups.size() > s ? s : 0];
     for (long it = 0; it < warmup + iters[s]; ++it) {
       const auto t0 = std::chrono::steady_clock::now();
       if (b.count > 0) b.run();

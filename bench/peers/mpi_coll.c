@@ -7,7 +7,7 @@
  * broadcast, the gathered total for allgather, the scattered total for
  * reducescatter.
  * Usage: mpirun -np N mpi_coll <allreduce|allgather|reducescatter|broadcast>
- *        <size,size,...> <iters,iters,...> <warmup>
+ *        <size,size,...> <iters,iters,...> <warmup,warmup,...>
  * Prints one CSV line per size and rank, in rank order:
  * PEER,coll,nranks,bytes,median_us,ok,rank (PEER: -DPEER="name", default mpi) */
 #include <mpi.h>
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (argc < 5) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_coll <coll> <sizes> <iters> <warmup>\n");
+    if (rank == 0) fprintf(stderr, "usage: mpi_coll <coll> <sizes> <iters> <warmups>\n");
     MPI_Finalize();
     return 2;
   }
@@ -85,9 +85,12 @@ int main(int argc, char** argv) {
   long sizes[64], iters[64];
   const int nsizes = parseList(argv[2], sizes, 64);
   parseList(argv[3], iters, 64);
-  const int warmup = atoi(argv[4]);
+  /* Warm-up calls per size, or one count for every size. */
+  long warmups[64];
+  const int nwarmups = parseList(argv[4], warmups, 64);
   int allOk = 1;
   for (int s = 0; s < nsizes; ++s) {
+    const int warmup = (int)warmups[nwarmups > s ? s : 0];
     const size_t elems = (size_t)sizes[s] / sizeof(float);
     const int gathered = !strcmp(coll, "allgather"), scattered = !strcmp(coll, "reducescatter");
     const size_t count = gathered || scattered ? elems / (size_t)nranks : elems;
