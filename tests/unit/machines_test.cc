@@ -16,6 +16,7 @@
 #include "graph/plan.h"
 #include "graph/topo_fuse.h"
 #include "graph/topo_xml.h"
+#include "plan_checks.h"
 
 namespace weft::graph {
 namespace {
@@ -258,20 +259,6 @@ TEST(Machines, RailOptimisedServersNeverCross) {
   }
 }
 
-bool validTree(const RankTree& t, int nranks) {
-  if (static_cast<int>(t.up.size()) != nranks || std::count(t.up.begin(), t.up.end(), -1) != 1) return false;
-  for (int r = 0; r < nranks; ++r) {
-    const auto& down = t.down[static_cast<size_t>(r)];
-    if (down.size() > 3) return false;
-    for (int c : down)
-      if (t.up[static_cast<size_t>(c)] != r) return false;
-    int steps = 0;  // every rank reaches the root
-    for (int x = r; t.up[static_cast<size_t>(x)] >= 0; x = t.up[static_cast<size_t>(x)])
-      if (++steps > nranks) return false;
-  }
-  return true;
-}
-
 TEST(Machines, EveryFixturePlansAcrossNodeCounts) {
   for (const Machine& m : allMachines()) {
     const std::string& f = m.name;
@@ -284,14 +271,7 @@ TEST(Machines, EveryFixturePlansAcrossNodeCounts) {
       EXPECT_LE(b.bwIntra * b.searchChannels, b.capacity + 1e-9) << "channels within the links";
       const ChannelPlan p = buildChannelPlan(searchRings(m.topo, b.channels), local, nodes);
       ASSERT_EQ(static_cast<int>(p.rings.size()), b.channels);
-      for (const auto& ring : p.rings) {
-        std::vector<int> sorted = ring;
-        std::sort(sorted.begin(), sorted.end());
-        std::vector<int> all(static_cast<size_t>(p.nranks));
-        std::iota(all.begin(), all.end(), 0);
-        EXPECT_EQ(sorted, all);
-      }
-      for (const RankTree& t : p.trees) EXPECT_TRUE(validTree(t, p.nranks));
+      expectRingsAndTreesSpanRanks(p);
     }
   }
 }

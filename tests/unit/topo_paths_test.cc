@@ -15,6 +15,7 @@
 #include "graph/rails.h"
 #include "graph/topo_fuse.h"
 #include "graph/topo_xml.h"
+#include "plan_checks.h"
 
 namespace weft::graph {
 namespace {
@@ -255,19 +256,6 @@ TEST(Dgx1, RingsFillEveryNvlinkAsNcclsGraphDoes) {
   EXPECT_EQ(nvlinks, 8 * 4) << "four NVLinked peers per GPU";
 }
 
-bool spans(const RankTree& t, int nranks) {
-  if (static_cast<int>(t.up.size()) != nranks || std::count(t.up.begin(), t.up.end(), -1) != 1) return false;
-  for (int r = 0; r < nranks; ++r) {
-    if (t.down[static_cast<size_t>(r)].size() > 3) return false;
-    for (int c : t.down[static_cast<size_t>(r)])
-      if (t.up[static_cast<size_t>(c)] != r) return false;
-    int steps = 0;
-    for (int x = r; t.up[static_cast<size_t>(x)] >= 0; x = t.up[static_cast<size_t>(x)])
-      if (++steps > nranks) return false;
-  }
-  return true;
-}
-
 // Whether some Hamiltonian cycle of the GPUs has NVL paths only (exhaustive).
 bool hasNvlinkRing(const Topology& t) {
   const std::vector<int> g = t.nodesOf(NodeType::kGpu);
@@ -311,14 +299,7 @@ TEST(Dgx1, EveryMachineKeepsItsRingsOnNvlinkAtTheBudgetsSpeed) {
       }
       const ChannelPlan p = buildChannelPlan(r, localRanks(t), nodes);
       ASSERT_EQ(static_cast<int>(p.rings.size()), b.channels);
-      for (const auto& ring : p.rings) {
-        std::vector<int> sorted = ring;
-        std::sort(sorted.begin(), sorted.end());
-        std::vector<int> all(static_cast<size_t>(p.nranks));
-        std::iota(all.begin(), all.end(), 0);
-        EXPECT_EQ(sorted, all);
-      }
-      for (const RankTree& tree : p.trees) EXPECT_TRUE(spans(tree, p.nranks));
+      expectRingsAndTreesSpanRanks(p);
     }
   }
 }
