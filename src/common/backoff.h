@@ -39,6 +39,8 @@ class Backoff {
 
   // True once the waiter has stopped spinning (cheap checks may run each pause).
   bool pastSpinning() const { return spins_ >= spinLimit_; }
+  // Yields so far (after spinning, before sleeping).
+  int yields() const { return yields_; }
 
  private:
   static constexpr int kYieldLimit = 2000;

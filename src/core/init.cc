@@ -168,8 +168,10 @@ void setupWaiting(Comm* comm) {
   comm->waitConfig.timeoutNs = param::waitTimeoutSec() * 1000000000ll;
   comm->checkCalls = param::checkCalls() != 0;
   comm->waitConfig.peerCheckNs = std::max<int64_t>(1, param::peerCheckMs()) * 1000000ll;
+  comm->waitConfig.spreadCores = !oversubscribed && param::spreadRanks() != 0 && comm->waitConfig.spinCount > 0;
   comm->waitConfig.peerPids = comm->peerPids.data();
   comm->waitConfig.nranks = comm->nranks;
+  comm->waitConfig.rank = comm->rank;
   if (comm->backend == weftBackendHost) {
     comm->directPeers =
         std::make_unique<DirectPeers>(comm->rank, comm->nranks, param::cma() != 0, param::cmaTestRefuse() != 0);

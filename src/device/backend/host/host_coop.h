@@ -18,6 +18,7 @@
 
 #include "common/backoff.h"
 #include "common/clock.h"
+#include "common/core_share.h"
 #include "common/process.h"
 #include "device/backend/host/host_direct.h"
 #include "device/primitives.h"
@@ -38,8 +39,12 @@ struct HostWaitConfig {
   int spinCount = kDefaultSpinCount;
   int64_t timeoutNs = 0;  // 0: no timeout
   int64_t peerCheckNs = 200000000;
+  // Whether a thread whose waits keep being handed off on its own core moves
+  // to another (common/core_share.h); off when ranks outnumber cores.
+  bool spreadCores = false;
   const pid_t* peerPids = nullptr;  // per rank: a local process to watch, or 0
   int32_t nranks = 0;
+  int32_t rank = -1;  // this rank (the communicator's)
   HostDirect* direct = nullptr;  // direct mode between processes; null: slots only
 };
 
@@ -127,7 +132,10 @@ class HostCoop {
     int64_t nextPeerCheck = 0;
     for (uint32_t polls = 1;; ++polls) {
       if (!config_.help || !config_.help(config_.helpContext)) backoff.pause();
-      if (ready()) return failure_.kind == WaitFailure::kNone;
+      if (ready()) {
+        if (config_.spreadCores) noteCoreShare(backoff, start, culprit);
+        return failure_.kind == WaitFailure::kNone;
+      }
       if ((polls & 255) != 0 && !backoff.pastSpinning()) continue;
       const int64_t now = nowNs();
       if (start == 0) {
@@ -149,6 +157,14 @@ class HostCoop {
           return fail(WaitFailure::kPeerExited, site, start);
       }
     }
+  }
+
+  // `start`: when spinning ended (the clock is read once it has).
+  template <typename Culprit>
+  void noteCoreShare(const Backoff& backoff, int64_t start, Culprit& culprit) const {
+    if (!backoff.pastSpinning() || start == 0) return CoreShare::noteSpinWait();
+    if (CoreShare::noteYieldWait(backoff.yields(), nowNs() - start))
+      CoreShare::streakComplete(culprit().peer < config_.rank);
   }
 
   bool fail(WaitFailure kind, WaitSite site, int64_t start) {
