@@ -43,10 +43,15 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     stepElems_ = stepBytes / static_cast<int64_t>(sizeof(T));
   }
 
+  // The barrier after the write-back: algorithms make objects over the
+  // same ends one after another (exchange pieces, one-shot peers), and every
+  // thread of the next one must load the positions the leader saved here.
   WEFT_HD ~Primitives() {
-    if (!coop_.leader()) return;
-    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
-    for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
+    if (coop_.leader()) {
+      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
+      for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
+    }
+    coop_.sync();
   }
 
   Primitives(const Primitives&) = delete;
@@ -135,7 +140,15 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       resolved_[i] = send_[i].reach == kReachNone;
       if (send_[i].reach != kReachNone) send_[i].directCalls += 1;
     }
-    return coop_.waitUntil([&] { return peersPosted(); }, [&] { return firstUnposted(); });
+    if (!coop_.waitUntil([&] { return peersPosted(); }, [&] { return firstUnposted(); })) return false;
+    // The leader's wait resolved its copy of each send link's way; the other
+    // threads resolve theirs from the same posts (its barrier orders their
+    // loads after its acquire), or they would write their share of every
+    // direct slice into the slot while the consumer reads its own buffer.
+    // The posts cannot have changed since: a consumer posts its next call
+    // only after this one, which needs our steps on every link we send on.
+    if (!coop_.leader()) peersPosted();
+    return true;
   }
 
   // No peers: dst = post(pre(src)). Single-rank collectives end here.
