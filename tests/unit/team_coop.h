@@ -93,6 +93,13 @@ class Team {
   // The block's shared words (CudaCoop's scratch).
   int scratch[2] = {0, 0};
 
+  // Direct mode between "processes" (links of reach kReachShared): how the
+  // team reaches a posted buffer, and how often (every n-th write, 0: never)
+  // the cross-memory kernel refuses a write, which the leader alone sees.
+  DirectWay sharedWay = DirectWay::kPointer;
+  int refuseEvery = 0;
+  int crossWrites = 0;  // the leader's count
+
  private:
   void breakLocked() {
     broken_.store(true, std::memory_order_release);
@@ -209,18 +216,25 @@ class TeamCoopT {
     if (team_.abortFlag() != nullptr) team_.abortFlag()->store(1, std::memory_order_release);
   }
 
-  // Direct mode in one address space (Direct only; prims_simple.h calls
-  // these only for links of reach kReachShared, which the test never makes).
+  // Direct mode (Direct only; prims_simple.h asks these for links of reach
+  // kReachShared): every "process" is this one, so a posted address is
+  // usable as is, and a cross-memory write is a memcpy, or a refusal that
+  // leaves the bytes in the slot (Team::refuseEvery).
   DirectPost describeDirect(const void* base, uint64_t) const {
     return DirectPost{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0, 0};
   }
   DirectWay resolveDirect(int, const DirectPost& post, uint64_t* addr) const {
     *addr = post.base;
-    return DirectWay::kPointer;
+    return team_.sharedWay;
   }
-  bool crossWrite(int, const void* from, uint64_t, void* slot, uint64_t bytes) const {
-    std::memcpy(slot, from, bytes);
-    return false;
+  bool crossWrite(int, const void* from, uint64_t remote, void* slot, uint64_t bytes) {
+    team_.crossWrites += 1;
+    if (team_.refuseEvery > 0 && team_.crossWrites % team_.refuseEvery == 0) {
+      std::memcpy(slot, from, bytes);
+      return false;
+    }
+    std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(remote)), from, bytes);
+    return true;
   }
 
  private:

@@ -45,6 +45,11 @@ struct Case {
   bool inPlace = false;
   int root = 0;
   bool direct = false;       // ring calls in direct mode (TeamCoopDirect, links of reach kReachAddress)
+  // direct between "processes" (links of reach kReachShared): the way the
+  // team writes, and how often a cross-memory write is refused (0: never)
+  bool shared = false;
+  DirectWay sharedWay = DirectWay::kPointer;
+  int refuseEvery = 0;
   bool brokenLinks = false;  // exchanges: links 0-1 and 0-2 broken, so the plan relays
   int mismatchRank = -1;     // this rank's calls carry another sequence number: every wait must fail, none hang
   std::string str() const {
@@ -52,7 +57,9 @@ struct Case {
            " proto=" + std::to_string(static_cast<int>(proto)) + " dtype=" + std::to_string(static_cast<int>(dtype)) +
            " k=" + std::to_string(k) + " team=" + std::to_string(team) + " count=" + std::to_string(count) +
            (inPlace ? " in-place" : "") + " root=" + std::to_string(root) + (direct ? " direct" : "") +
-           (brokenLinks ? " relays" : "");
+           (brokenLinks ? " relays" : "") + (shared ? " shared way=" + std::to_string(static_cast<int>(sharedWay)) +
+                                                        " refuse=" + std::to_string(refuseEvery)
+                                                  : "");
   }
 };
 
@@ -142,7 +149,7 @@ class Mesh {
       for (int to = 0; to < k_; ++to) {
         if (from == to) continue;
         auto link = std::make_unique<Link>(kStepBytes, from, to);
-        if (c.direct) link->producer.reach = link->consumer.reach = kReachAddress;
+        if (c.direct) link->producer.reach = link->consumer.reach = c.shared ? kReachShared : kReachAddress;
         links_[static_cast<size_t>(from * k_ + to)] = std::move(link);
       }
     // A ring order other than rank order, so positions and ranks differ.
@@ -369,7 +376,11 @@ void runCaseWith(const Case& c) {
   }
   std::atomic<uint32_t> abortFlag{0};
   std::vector<std::unique_ptr<Team>> teams;
-  for (int r = 0; r < c.k; ++r) teams.push_back(std::make_unique<Team>(c.team, &abortFlag, kTimeoutNs, true));
+  for (int r = 0; r < c.k; ++r) {
+    teams.push_back(std::make_unique<Team>(c.team, &abortFlag, kTimeoutNs, true));
+    teams.back()->sharedWay = c.sharedWay;
+    teams.back()->refuseEvery = c.refuseEvery;
+  }
   std::vector<WaitFailureInfo> failures(static_cast<size_t>(c.k * c.team));
   std::vector<std::thread> threads;
   for (int r = 0; r < c.k; ++r)
@@ -416,6 +427,11 @@ void runCaseWith(const Case& c) {
                         << recvElems(c);
     }
   mesh.expectDrained();
+  if (c.refuseEvery > 0 && c.count >= 1000) {  // enough slices that some writes were refused
+    int most = 0;
+    for (const auto& team : teams) most = std::max(most, team->crossWrites);
+    EXPECT_GE(most, c.refuseEvery) << "no cross-memory write was refused";
+  }
 }
 
 void runCase(const Case& c) {
@@ -610,6 +626,29 @@ TEST(TeamCoop, RingDirect) {
         runCase(c);
         if (HasFatalFailure()) return;
       }
+}
+
+// Direct mode between processes (one process here): the leader resolves and
+// the team follows; cross-memory writes copy a slice once the whole team
+// wrote it, and a refused write sends that slice and the rest of the call
+// through the slot on every thread.
+TEST(TeamCoop, RingDirectBetweenProcesses) {
+  struct Way {
+    DirectWay way;
+    int refuseEvery;
+  };
+  for (Way w : {Way{DirectWay::kPointer, 0}, Way{DirectWay::kCrossMemory, 0}, Way{DirectWay::kCrossMemory, 3}})
+    for (Func func : {Func::kAllReduce, Func::kAllGather})
+      for (int team : kTeams)
+        for (uint64_t count : kCounts) {
+          Case c{func, Algo::kRing, Proto::kSimple, func == Func::kAllReduce ? DataType::kFloat32 : DataType::kUint8,
+                 3, team, count};
+          c.direct = c.shared = true;
+          c.sharedWay = w.way;
+          c.refuseEvery = w.refuseEvery;
+          runCase(c);
+          if (HasFatalFailure()) return;
+        }
 }
 
 }  // namespace
