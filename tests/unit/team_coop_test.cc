@@ -497,6 +497,40 @@ TEST(TeamCoop, EmulatedBlockPrimitives) {
   EXPECT_TRUE(leaderFailed);
 }
 
+// reduceCopy's 16-byte pack loop, which only the device pass runs
+// (reduce_copy.h): each thread takes packs rank, rank + size, ... with Unroll
+// in flight; every pack is written once, combined in source order, with the
+// pre-op on the own input only.
+TEST(TeamCoop, DevicePackLoopCoversEveryPackOnce) {
+  std::atomic<uint32_t> abortFlag{0};
+  for (int size : {1, 3, 4, 8})
+    for (int64_t nPacks : {int64_t{1}, int64_t{5}, int64_t{31}, int64_t{97}}) {
+      SCOPED_TRACE(::testing::Message() << "team " << size << " packs " << nPacks);
+      const int64_t n = nPacks * 4;  // int32 elements
+      alignas(16) static int32_t a[97 * 4], b[97 * 4], out1[97 * 4], out2[97 * 4];
+      for (int64_t i = 0; i < n; ++i) {
+        a[i] = static_cast<int32_t>(i * 3 - 100);
+        b[i] = static_cast<int32_t>(50 - i * 2);
+        out1[i] = out2[i] = -1;
+      }
+      const int32_t* srcs[2] = {a, b};
+      int32_t* dsts[2] = {out1, out2};
+      const FuncPreMulSum<int32_t> op{3};
+      Team team(size, &abortFlag, kTimeoutNs, false);
+      std::vector<std::thread> threads;
+      for (int t = 0; t < size; ++t)
+        threads.emplace_back([&, t] {
+          TeamCoop coop(team, t);
+          reduceCopyPacks<2, 2, 4>(coop, op, srcs, dsts, nPacks, 1, false);  // pre-op on source 1
+        });
+      for (std::thread& th : threads) th.join();
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(out1[i], a[i] + 3 * b[i]) << i;
+        ASSERT_EQ(out2[i], out1[i]) << i;
+      }
+    }
+}
+
 TEST(TeamCoop, RingAllReduce) {
   for (Proto proto : {Proto::kSimple, Proto::kLL}) {
     sweep(Func::kAllReduce, Algo::kRing, proto, DataType::kFloat32, {2, 3, 4});
