@@ -53,8 +53,14 @@ class Team {
  public:
   // abortFlag: shared by every team of a run (the communicator's abort flag);
   // a failed team sets it so the others stop waiting.
-  Team(int size, std::atomic<uint32_t>* abortFlag, int64_t timeoutNs, bool jitter)
-      : size_(size), abortFlag_(abortFlag), timeoutNs_(timeoutNs), jitter_(jitter) {}
+  // A barrier gives up after barrierTimeoutNs (0: twice the wait timeout,
+  // so that a wait that times out fails the team before its barrier does).
+  Team(int size, std::atomic<uint32_t>* abortFlag, int64_t timeoutNs, bool jitter, int64_t barrierTimeoutNs = 0)
+      : size_(size),
+        abortFlag_(abortFlag),
+        timeoutNs_(timeoutNs),
+        barrierTimeoutNs_(barrierTimeoutNs > 0 ? barrierTimeoutNs : 2 * timeoutNs),
+        jitter_(jitter) {}
 
   int size() const { return size_; }
   int64_t timeoutNs() const { return timeoutNs_; }
@@ -63,7 +69,7 @@ class Team {
   bool broken() const { return broken_.load(std::memory_order_acquire); }
 
   // __syncthreads_and: every thread arrives, each gets the AND of the votes.
-  // A barrier that outlasts twice the wait timeout breaks the team (a thread
+  // A barrier that outlasts its timeout breaks the team (a thread
   // skipped it or is stuck): it and every later barrier return false at
   // once, and the run is aborted.
   bool arrive(bool vote) {
@@ -79,7 +85,7 @@ class Team {
       cv_.notify_all();
       return result_;
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(2 * timeoutNs_);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(barrierTimeoutNs_);
     while (generation_ == generation && !broken_.load(std::memory_order_relaxed)) {
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && generation_ == generation) {
         breakLocked();
@@ -110,6 +116,7 @@ class Team {
   const int size_;
   std::atomic<uint32_t>* const abortFlag_;
   const int64_t timeoutNs_;
+  const int64_t barrierTimeoutNs_;
   const bool jitter_;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -161,7 +161,9 @@ class Mesh {
     }
     auto plan = core::planExchange(k_, broken, kMaxRelayDuties);
     if (plan.ok()) exchange_ = plan.value();
-    scratch_.assign(static_cast<size_t>(k_), std::vector<uint64_t>(static_cast<size_t>(k_) * 24, 0));
+    // Room for 128 floats per rank: the halving ReduceScatter's pieces are
+    // shorter than a chunk (160).
+    scratch_.assign(static_cast<size_t>(k_), std::vector<uint64_t>(static_cast<size_t>(k_) * 64, 0));
   }
 
   bool exchangePlanned() const { return !exchange_.physical.empty(); }
@@ -463,7 +465,9 @@ void sweep(Func func, Algo algo, Proto proto, DataType dtype, std::initializer_l
 TEST(TeamCoop, EmulatedBlockPrimitives) {
   constexpr int kSize = 4;
   std::atomic<uint32_t> abortFlag{0};
-  Team team(kSize, &abortFlag, 50 * 1000000ll, false);
+  // Waits time out after 50 ms; barriers only after 10 s, so that on a
+  // loaded machine the leader's wait fails before its team's barrier does.
+  Team team(kSize, &abortFlag, 50 * 1000000ll, false, 10 * 1000000000ll);
   std::vector<int> agreed(kSize), shared(kSize), waited(kSize), failed(kSize);
   std::vector<std::thread> threads;
   for (int t = 0; t < kSize; ++t)
