@@ -107,10 +107,15 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
     slicePacks_ = stepBytes / kLLPackLineBytes;
   }
 
+  // The barrier after the write-back: algorithms make objects over the
+  // same ends one after another (exchange pieces, one-shot peers), and every
+  // thread of the next one must load the positions the leader saved here.
   WEFT_HD ~Primitives() {
-    if (!coop_.leader()) return;
-    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
-    for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
+    if (coop_.leader()) {
+      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
+      for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
+    }
+    coop_.sync();
   }
 
   Primitives(const Primitives&) = delete;

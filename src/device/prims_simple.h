@@ -43,10 +43,15 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     stepElems_ = stepBytes / static_cast<int64_t>(sizeof(T));
   }
 
+  // The barrier after the write-back: algorithms make objects over the
+  // same ends one after another (exchange pieces, one-shot peers), and every
+  // thread of the next one must load the positions the leader saved here.
   WEFT_HD ~Primitives() {
-    if (!coop_.leader()) return;
-    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
-    for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
+    if (coop_.leader()) {
+      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
+      for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
+    }
+    coop_.sync();
   }
 
   Primitives(const Primitives&) = delete;
@@ -135,7 +140,16 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       resolved_[i] = send_[i].reach == kReachNone;
       if (send_[i].reach != kReachNone) send_[i].directCalls += 1;
     }
-    return coop_.waitUntil([&] { return peersPosted(); }, [&] { return firstUnposted(); });
+    if (!coop_.waitUntil([&] { return peersPosted(); }, [&] { return firstUnposted(); })) return false;
+    // The leader's wait resolved its copy of each send link's way; the other
+    // threads resolve theirs from the same posts (its barrier orders their
+    // loads after its acquire), or they would write their share of every
+    // direct slice into the slot while the consumer reads its own buffer.
+    // The posts cannot have changed since: a consumer posts its next call
+    // only after this one, which needs our steps on every link we send on.
+    // (Between processes each thread thus asks Coop::resolveDirect itself.)
+    if (!coop_.leader()) peersPosted();
+    return true;
   }
 
   // No peers: dst = post(pre(src)). Single-rank collectives end here.
@@ -297,14 +311,27 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
 
   // Cross-memory sends of one slice: the kernel copies the own output (just
   // written) into the peer's buffer; where it refuses, the slice goes
-  // through the slot after all and the rest of the call too.
+  // through the slot after all and the rest of the call too. The leader
+  // copies once the whole team has written the slice, and its refusals
+  // become every thread's (each thread picks its own outputs by way_).
+  // Every thread holds the same ways (beginDirect), so all take the barriers.
   WEFT_HD void crossMemorySends(const T* out, int64_t n, int ns) {
-    if (!coop_.leader()) return;
+    bool any = false;
+    for (int i = 0; i < kMaxSend && i < ns; ++i) any = any || sendWay(i) == DirectWay::kCrossMemory;
+    if (!any) return;
+    coop_.sync();
+    int refused = 0;
+    if (coop_.leader()) {
+      for (int i = 0; i < kMaxSend && i < ns; ++i) {
+        if (sendWay(i) != DirectWay::kCrossMemory) continue;
+        const uint64_t remote = peerAddr_[i] + static_cast<uint64_t>(out - ownBase_) * sizeof(T);
+        if (!coop_.crossWrite(send_[i].peer, out, remote, fifoSlot(send_[i]), static_cast<uint64_t>(n) * sizeof(T)))
+          refused |= 1 << i;
+      }
+    }
+    refused = coop_.broadcastFromLeader(refused);
     for (int i = 0; i < kMaxSend && i < ns; ++i) {
-      if (sendWay(i) != DirectWay::kCrossMemory) continue;
-      const uint64_t remote = peerAddr_[i] + static_cast<uint64_t>(out - ownBase_) * sizeof(T);
-      if (coop_.crossWrite(send_[i].peer, out, remote, fifoSlot(send_[i]), static_cast<uint64_t>(n) * sizeof(T)))
-        continue;
+      if ((refused & (1 << i)) == 0) continue;
       sentDirect_[i] = false;
       way_[i] = DirectWay::kSlot;
     }
