@@ -32,22 +32,23 @@ namespace weft {
 
 class CoreShare {
  public:
-  // Waits satisfied within this many yields after a full spin count as
-  // hand-offs on our core.
-  static constexpr int kMaxYields = 2;
-  // ... and within this time of its first yield.
-  static constexpr int64_t kMaxYieldNs = 200000;  // 200 us
-  // Consecutive such waits before a move.
-  static constexpr int kStreak = 32;
-  // At most one move attempt per thread in this time; it doubles after each
-  // attempt made within twice the gap of the one before (moving did not
-  // end the sharing), up to kMaxGapNs, so a machine where it keeps coming
-  // back sees few moves.
-  static constexpr int64_t kMinGapNs = 20000000;   // 20 ms
-  static constexpr int64_t kMaxGapNs = 2000000000;  // 2 s
-
-  // Streaks a thread that is not the first choice lets pass before moving.
-  static constexpr int kDeferredStreaks = 3;
+  // The thresholds (defined in core_share.cc, so that tuning them does not
+  // rebuild every kernel that includes this header):
+  // waits satisfied within kMaxYields yields after a full spin, and within
+  // kMaxYieldNs of the first yield, count as hand-offs on our core;
+  static const int kMaxYields;
+  static const int64_t kMaxYieldNs;
+  // kStreak of them in a row make a streak;
+  static const int kStreak;
+  // at most one move attempt per thread in a gap of kMinGapNs, doubled
+  // after each attempt made within twice the gap of the one before (moving
+  // did not end the sharing), up to kMaxGapNs, so a machine where it keeps
+  // coming back sees few moves;
+  static const int64_t kMinGapNs;
+  static const int64_t kMaxGapNs;
+  // a thread that is not the first choice lets kDeferredStreaks - 1
+  // attempts pass before moving.
+  static const int kDeferredStreaks;
 
   // Called when a wait that went past spinning ends, with the number of
   // yields it took and the time since spinning ended; true when a streak

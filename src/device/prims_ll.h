@@ -182,8 +182,25 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
 
   // Leader: whether every receive peer's signature pack for this step has
   // come; a pack from another call records the mismatch (the wait then fails).
-  WEFT_HD bool signaturesArrived(int nr) {
+  // Host: while it polls the signatures, the thread also loads each peer's
+  // data lines of the step (up to kTouchLines of 64 bytes, `packs` packs):
+  // the producer writes them within nanoseconds of the signature, and a poll
+  // that asks for every line has their transfers in flight at once instead
+  // of one after another (the data waits below then find them here). The
+  // values are not used.
+  static constexpr int64_t kTouchLines = 4;
+  WEFT_HD void touchDataLines(int nr, int64_t packs) const {
+#if !WEFT_DEVICE_PASS
+    const int64_t lines = minOf<int64_t>(kTouchLines, divUp<int64_t>(packs * kLLPackLineBytes, 64));
+    for (int i = 0; i < kMaxRecv && i < nr; ++i)
+      for (int64_t l = 0; l < lines; ++l)
+        (void)__atomic_load_n(reinterpret_cast<const uint64_t*>(llStepLines(recv_[i]) + l * 64), __ATOMIC_RELAXED);
+#endif
+  }
+
+  WEFT_HD bool signaturesArrived(int nr, int64_t packs) {
     const uint32_t ours = coop_.callSignatureHash();
+    touchDataLines(nr, packs);
     for (int i = 0; i < kMaxRecv && i < nr; ++i) {
       uint64_t theirs = 0;
       if (!llLoadPack(llSigPack(recv_[i]), llFlag(recv_[i].llStep), &theirs)) return false;
@@ -277,9 +294,9 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop> {
       const int64_t n = minOf(sliceElems, nelem - offset);
       bool ok = ns == 0 || coop_.waitUntil([&] { return sendReady(ns); }, [&] { return sendCulprit(ns); });
       if (ok && ns > 0 && coop_.leader()) signSteps(ns);
-      if (ok && nr > 0 && coop_.callSignatureHash() != 0)
-        ok = coop_.waitUntil([&] { return signaturesArrived(nr); }, [&] { return signatureCulprit(nr); });
       const int64_t packs = divUp<int64_t>(n, kPerPack);
+      if (ok && nr > 0 && coop_.callSignatureHash() != 0)
+        ok = coop_.waitUntil([&] { return signaturesArrived(nr, packs); }, [&] { return signatureCulprit(nr); });
       for (int64_t p = coop_.threadRank(); ok && p < packs; p += coop_.size()) {
         const int count = static_cast<int>(minOf<int64_t>(kPerPack, n - p * kPerPack));
         ok = movePack<Src, Dst>(Src ? src + offset : nullptr, Dst ? dst + offset : nullptr, p, count, nr, ns, ownPos,
