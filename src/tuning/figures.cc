@@ -88,14 +88,24 @@ int64_t TuningFigures::bytesPerChannel() const {
 TuningFigures defaultFigures(bool hostBackend) {
   // The host backend's orders of magnitude (measured on the 2-core
   // development machine, docs/performance.md): a hand-off 0.5 us, 8 GB/s a
-  // copy; LL a fifth less per hand-off and a sixth of Simple's bandwidth
-  // (level with Simple up to ~256 B on 2 ranks, 1.7x slower at 2 KiB); a
-  // channel's start-up 32.768 us, so that 256 KiB pay for one at 8 GB/s.
-  static const double kHost[kFigureCount] = {0.5,  8.0,  0.4, 1.25, 0.5, 8.0,    0.4,
+  // copy; a channel's start-up 32.768 us, so that 256 KiB pay for one at
+  // 8 GB/s. LL on the host saves little per hand-off and moves bytes slowly
+  // (every 4 bytes pass through registers with their flag, every line is
+  // polled): measured 2026-11-27 on 2 ranks, LL is 0.02-0.04 us ahead of
+  // Simple at 8 B and behind from 64 B (AllReduce 0.23 against 0.19 us,
+  // Broadcast 0.12 against 0.09, 512 B 1.2 against 0.22), about 0.5 GB/s:
+  // 0.03 us less per hand-off and 0.5 GB/s put the crossover at 16 B.
+  // The cuda backend keeps LL's older figures (a fifth less per hand-off, a
+  // sixth of Simple's bandwidth) until a GPU measures its own: there LL
+  // saves the fence and flag round trip Simple pays, far more than on the
+  // host.
+  static const double kHost[kFigureCount] = {0.5,  8.0,  0.47, 0.5,  0.5, 8.0,    0.47,
+                                             0.5,  20.0, 1.0,  8.0,  8.0, 32.768, 4.0};
+  static const double kCuda[kFigureCount] = {0.5,  8.0,  0.4, 1.25, 0.5, 8.0,    0.4,
                                              1.25, 20.0, 1.0, 8.0,  8.0, 32.768, 4.0};
   TuningFigures f;
-  for (int i = 0; i < kFigureCount; ++i) f.value[i] = kHost[i];
-  f.source = hostBackend ? "built-in defaults (host backend)" : "built-in defaults (cuda backend: the host's figures)";
+  for (int i = 0; i < kFigureCount; ++i) f.value[i] = hostBackend ? kHost[i] : kCuda[i];
+  f.source = hostBackend ? "built-in defaults (host backend)" : "built-in defaults (cuda backend: the host's, LL's older)";
   return f;
 }
 
