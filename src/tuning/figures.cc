@@ -92,9 +92,10 @@ TuningFigures defaultFigures(bool hostBackend) {
   // 8 GB/s. LL on the host saves little per hand-off and moves bytes slowly
   // (every 4 bytes pass through registers with their flag, every line is
   // polled): measured 2026-11-27 on 2 ranks, LL is 0.02-0.04 us ahead of
-  // Simple at 8 B and behind from 64 B (AllReduce 0.23 against 0.19 us,
-  // Broadcast 0.12 against 0.09, 512 B 1.2 against 0.22), about 0.5 GB/s:
-  // 0.03 us less per hand-off and 0.5 GB/s put the crossover at 16 B.
+  // Simple at 8 B and behind from 64 B (AllReduce 64 B 0.23 against
+  // 0.19 us, 512 B 1.2 against 0.22; Broadcast 64 B 0.12 against 0.09),
+  // about 0.5 GB/s: 0.03 us less per hand-off and 0.5 GB/s put the
+  // crossover at 16 B.
   // The cuda backend keeps LL's older figures (a fifth less per hand-off, a
   // sixth of Simple's bandwidth) until a GPU measures its own: there LL
   // saves the fence and flag round trip Simple pays, far more than on the
