@@ -28,7 +28,8 @@ ncclResult_t destroyPlugin(void* context);
 }  // namespace
 
 extern "C" {
-// What the plugin saw, for the tests.
+// What the plugin saw, for the tests. Ranks run as threads of one process
+// call the plugin at once, so every write is atomic (a plain ++ lost counts).
 __attribute__((visibility("default"))) int weftTestTunerInits = 0;
 __attribute__((visibility("default"))) int weftTestTunerCalls = 0;
 __attribute__((visibility("default"))) int weftTestTunerDestroys = 0;
@@ -42,9 +43,9 @@ __attribute__((visibility("default"))) int weftTestTunerLastPipeOps = 0;
 namespace {
 
 ncclResult_t initPlugin(size_t nRanks, size_t nNodes, weftTunerLogger_t logFunction, void** context) {
-  ++weftTestTunerInits;
-  weftTestTunerRanks = nRanks;
-  weftTestTunerNodes = nNodes;
+  __atomic_fetch_add(&weftTestTunerInits, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&weftTestTunerRanks, nRanks, __ATOMIC_RELAXED);
+  __atomic_store_n(&weftTestTunerNodes, nNodes, __ATOMIC_RELAXED);
   if (logFunction != nullptr) logFunction(3, 0, __FILE__, __LINE__, "wefttest tuner: %zu ranks", nRanks);
 #ifdef WEFT_TUNER_FAIL_INIT
   return ncclInternalError;
@@ -55,16 +56,16 @@ ncclResult_t initPlugin(size_t nRanks, size_t nNodes, weftTunerLogger_t logFunct
 }
 
 ncclResult_t destroyPlugin(void* context) {
-  ++weftTestTunerDestroys;
+  __atomic_fetch_add(&weftTestTunerDestroys, 1, __ATOMIC_RELAXED);
   delete static_cast<Context*>(context);
   return ncclSuccess;
 }
 
 void record(int collType, size_t nBytes, int numPipeOps) {
-  ++weftTestTunerCalls;
-  weftTestTunerLastColl = collType;
-  weftTestTunerLastBytes = nBytes;
-  weftTestTunerLastPipeOps = numPipeOps;
+  __atomic_fetch_add(&weftTestTunerCalls, 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&weftTestTunerLastColl, collType, __ATOMIC_RELAXED);
+  __atomic_store_n(&weftTestTunerLastBytes, nBytes, __ATOMIC_RELAXED);
+  __atomic_store_n(&weftTestTunerLastPipeOps, numPipeOps, __ATOMIC_RELAXED);
 }
 
 // v2: Tree + Simple on one channel for AllReduce of 4 KiB or more.
