@@ -100,11 +100,14 @@ void expectNothingCrosses(int nranks, const std::string& links, const char* algo
       std::string(algos).find("allreduce:HalvingDoubling") != std::string::npos) {
     ASSERT_NE(first.exchangePlan, nullptr);
     EXPECT_TRUE(first.channels[0].exchangeConnected);
-    if (expectRelays >= 0) EXPECT_EQ(first.exchangePlan->relays.empty() ? 0 : 1, expectRelays);
+    if (expectRelays >= 0) {
+      EXPECT_EQ(first.exchangePlan->relays.empty() ? 0 : 1, expectRelays);
+    }
   }
   // The halving ReduceScatter ran: its scratch was made.
-  if (std::string(algos).find("reducescatter:HalvingDoubling") != std::string::npos)
+  if (std::string(algos).find("reducescatter:HalvingDoubling") != std::string::npos) {
     EXPECT_FALSE(first.channels[0].exchangeScratch.empty());
+  }
   for (ncclComm_t comm : comms) EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 

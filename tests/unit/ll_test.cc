@@ -99,7 +99,9 @@ void runWrapStress(int64_t stepBytes, uint64_t start, int calls) {
   EXPECT_EQ(link.producer.llStep, link.consumer.llStep);
   EXPECT_EQ(*link.consumer.llHead, link.consumer.llStep);
   EXPECT_GT(link.producer.llStep, start);
-  if (start > 0) EXPECT_GT(link.producer.llStep, uint64_t{1} << 32) << "the run did not cross the 32-bit wrap";
+  if (start > 0) {
+    EXPECT_GT(link.producer.llStep, uint64_t{1} << 32) << "the run did not cross the 32-bit wrap";
+  }
   EXPECT_EQ(link.published(), 0u);
   EXPECT_EQ(link.released(), 0u);
 }
