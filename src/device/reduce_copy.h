@@ -87,8 +87,8 @@ WEFT_HD bool allAligned16(const T* const* s, T* const* d) {
 // a 2-rank 32 KiB AllReduce, and a two-thread benchmark of that pattern ran
 // 3-4x slower fused than split (one store stream each). A block stays in L1
 // between its two passes. Measured on 2 ranks (weft-perf, alternating
-// runs): the ring's 4-64 KiB AllReduce 0.56-0.70 of its time before,
-// 256 KiB-4 MiB unchanged within 1-8 %.
+// runs): the ring's 4-64 KiB AllReduce 0.51-0.70 of its time before,
+// 256 KiB-16 MiB unchanged within 8 % (docs/performance.md).
 constexpr int64_t kHostBlockBytes = 2048;
 
 template <int NSrc, int NDst, typename T, typename RedOp, typename Coop>
