@@ -57,13 +57,13 @@ device::ChannelView Channel::buildView(int rank) const {
   if (exchangeConnected && exchangePlan != nullptr) buildExchangeView(rank);
   if (hierConnected && hierPlan != nullptr) buildHierView(rank);
   if (torusConnected && torusPlan != nullptr) buildTorusView(rank);
-  v.hostAlgos = &hostAlgos_;
+  v.algos = &algos_;
   return v;
 }
 
 void Channel::buildHierView(int rank) const {
   const HierPlan::Place p = hierPlan->placeOf(rank);
-  hostAlgos_.hier = device::HierView{static_cast<int32_t>(hierPlan->nodes.size()),
+  algos_.hier = device::HierView{static_cast<int32_t>(hierPlan->nodes.size()),
                                      static_cast<int32_t>(hierPlan->nodes[0].size()),
                                      p.node,
                                      p.local,
@@ -80,7 +80,7 @@ void Channel::buildTorusView(int rank) const {
   const int cols = static_cast<int>(torusPlan->nodes[0].size());
   auto recvEnd = [&](int peer) { return peer == rank ? nullptr : &recv[static_cast<size_t>(peer)]->end; };
   auto sendEnd = [&](int peer) { return peer == rank ? nullptr : &send[static_cast<size_t>(peer)]->end; };
-  hostAlgos_.torus = device::HierView{rows,
+  algos_.torus = device::HierView{rows,
                                       cols,
                                       p.node,
                                       p.local,
@@ -94,7 +94,7 @@ void Channel::buildTorusView(int rank) const {
 // directions this rank forwards for others.
 void Channel::buildExchangeView(int rank) const {
   const ExchangePlan& plan = *exchangePlan;
-  device::ExchangeView& ex = hostAlgos_.exchange;
+  device::ExchangeView& ex = algos_.exchange;
   ex = device::ExchangeView{};
   ex.nranks = static_cast<int32_t>(plan.physical.size());
   ex.logical = plan.logical[static_cast<size_t>(rank)];
@@ -118,10 +118,55 @@ void Channel::buildExchangeView(int rank) const {
   }
 }
 
+device::FifoEnd* Channel::deviceEndOf(const device::FifoEnd* end) const {
+  for (const auto* side : {&send, &recv})
+    for (const auto& conn : *side)
+      if (conn && &conn->end == end) return conn->deviceEnd;
+  return nullptr;
+}
+
+Status Channel::mirroredAlgos(int rank, const int32_t* physical, void* scratch, device::AlgoViews* out) const {
+  *out = *view(rank).algos;
+  int missing = 0;
+  auto mirror = [&](device::FifoEnd*& end) {
+    if (end == nullptr) return;
+    end = deviceEndOf(end);
+    missing += end == nullptr ? 1 : 0;
+  };
+  device::ExchangeView& ex = out->exchange;
+  for (int s = 0; s < device::kExchangeSlots; ++s) {
+    mirror(ex.send[s]);
+    mirror(ex.recv[s]);
+  }
+  for (int d = 0; d < ex.nRelays; ++d) {
+    mirror(ex.relays[d].recv);
+    mirror(ex.relays[d].send);
+  }
+  for (device::HierView* h : {&out->hier, &out->torus}) {
+    mirror(h->intraRecv);
+    mirror(h->intraSend);
+    mirror(h->interRecv);
+    mirror(h->interSend);
+  }
+  if (ex.nranks > 0) ex.physical = physical;
+  ex.scratch = exchangeScratchBytes > 0 ? scratch : nullptr;
+  ex.scratchBytes = ex.scratch != nullptr ? static_cast<uint64_t>(exchangeScratchBytes) : 0;
+  if (missing > 0)
+    return errorStatus(ncclInternalError,
+                       "channel %d: %d FIFO ends of the exchange, hierarchical ring or torus views have no device "
+                       "mirror",
+                       id, missing);
+  if (ex.nranks > 0 && physical == nullptr)
+    return errorStatus(ncclInternalError, "channel %d: the exchange order has no device copy", id);
+  return okStatus();
+}
+
 device::ChannelView Channel::deviceView(int rank) const {
   device::ChannelView v = buildView(rank);
-  v.nFlat = 0;            // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
-  v.hostAlgos = nullptr;  // nor the exchanges and the hierarchical ring
+  v.nFlat = 0;  // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
+  // The exchanges, hierarchical ring and torus: their mirror, made before the
+  // launch (cudaMirrorAlgoViews).
+  v.algos = deviceAlgos.empty() ? nullptr : static_cast<const device::AlgoViews*>(deviceAlgos.back().get());
   v.ring.userRanks = static_cast<const int32_t*>(deviceRingOrder.get());
   if (ring.nranks > 1) {
     v.ringRecv = recv[static_cast<size_t>(ring.prev)]->deviceEnd;

@@ -77,15 +77,38 @@ struct Channel {
   bool hierConnected = false;
   // Connected to the 2D torus's row and column neighbours.
   bool torusConnected = false;
-  // Host scratch of the halving ReduceScatter (8-byte words, so any element
-  // type is aligned); empty until a ReduceScatter on this channel needs it.
+  // Scratch of the halving ReduceScatter: its size (0 until a ReduceScatter
+  // on this channel needs it) and, on the host backend, the memory (8-byte
+  // words, so any element type is aligned).
+  int64_t exchangeScratchBytes = 0;
   std::vector<uint64_t> exchangeScratch;
+  // cuda backend: the algorithm views with device pointers in device memory
+  // (back() is current; one copy per change, kept until the comm goes, since
+  // a kernel in flight may read an older one), the exchange order and the
+  // ReduceScatter scratch (cuda_backend.cc, cudaMirrorAlgoViews).
+  std::vector<std::shared_ptr<void>> deviceAlgos;
+  std::shared_ptr<void> devicePhysical;
+  std::shared_ptr<void> deviceExchangeScratch;
+  uint64_t mirroredGeneration = 0;  // viewGeneration() that deviceAlgos.back() mirrors
 
   // The host-side view of this channel for `rank`, built once and kept until
   // a connection is added (connect.cc) or the flat set completes: a launch
   // reads it without rebuilding. Callers hold the comm's execMutex.
   const device::ChannelView& view(int rank) const;
-  void invalidateView() { viewStale_ = true; }
+  void invalidateView() {
+    viewStale_ = true;
+    viewGeneration_ += 1;
+  }
+  // Counts the changes of the view (connections added, algorithms connected).
+  uint64_t viewGeneration() const { return viewGeneration_; }
+  // Whether an exchange, the hierarchical ring or the torus is connected here.
+  bool hasAlgoViews() const { return exchangeConnected || hierConnected || torusConnected; }
+  // The device mirror of one of this channel's FIFO ends; null if none.
+  device::FifoEnd* deviceEndOf(const device::FifoEnd* end) const;
+  // The views of the exchanges, hierarchical ring and torus for `rank` with
+  // device pointers: each FIFO end's mirror, `physical` for the exchange
+  // order and `scratch` (exchangeScratchBytes long) for the ReduceScatter's.
+  Status mirroredAlgos(int rank, const int32_t* physical, void* scratch, device::AlgoViews* out) const;
   // The same view with device pointers (cuda backend).
   device::ChannelView deviceView(int rank) const;
 
@@ -95,8 +118,9 @@ struct Channel {
   void buildHierView(int rank) const;
   void buildTorusView(int rank) const;
   mutable device::ChannelView view_{};
-  mutable device::HostAlgoViews hostAlgos_{};
+  mutable device::AlgoViews algos_{};
   mutable bool viewStale_ = true;
+  uint64_t viewGeneration_ = 1;
 };
 
 // cuda backend state of a communicator (see core/cuda_backend.cc).

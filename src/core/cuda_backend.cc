@@ -143,30 +143,58 @@ Status cudaKernelFailure(const Comm& comm) {
   return describeWaitFailure(comm, failure).withContext("a kernel of this communicator");
 }
 
-Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn) {
-  cuda::DeviceGuard guard(comm.cudaDev);
-  WEFT_ASSIGN_OR_RETURN(void* mirror, cuda::deviceAlloc(sizeof(device::FifoEnd)));
-  const int device = comm.cudaDev;
-  conn->deviceEndOwner = std::shared_ptr<void>(mirror, [device](void* p) {
+namespace {
+
+// Device memory of the current device (`device`) holding a copy of `bytes`
+// at `src` (null: zero-filled), freed with its last owner.
+Result<std::shared_ptr<void>> deviceBlock(int device, const void* src, size_t bytes) {
+  WEFT_ASSIGN_OR_RETURN(void* ptr, cuda::deviceAlloc(bytes));
+  std::shared_ptr<void> owner(ptr, [device](void* p) {
     cuda::DeviceGuard g(device);
     cuda::deviceFree(p);
   });
-  conn->deviceEnd = static_cast<device::FifoEnd*>(mirror);
-  return cuda::copyToDevice(mirror, &conn->end, sizeof(device::FifoEnd));
+  if (src != nullptr) WEFT_RETURN_IF_ERROR(cuda::copyToDevice(ptr, src, bytes));
+  return owner;
+}
+
+}  // namespace
+
+Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn) {
+  cuda::DeviceGuard guard(comm.cudaDev);
+  WEFT_ASSIGN_OR_RETURN(conn->deviceEndOwner, deviceBlock(comm.cudaDev, &conn->end, sizeof(device::FifoEnd)));
+  conn->deviceEnd = static_cast<device::FifoEnd*>(conn->deviceEndOwner.get());
+  return okStatus();
 }
 
 Status cudaMirrorChannels(Comm* comm) {
   const PhaseTimer timer(&comm->initTimes.alloc);
   cuda::DeviceGuard guard(comm->cudaDev);
-  const int device = comm->cudaDev;
   for (Channel& channel : comm->channels) {
     const size_t bytes = channel.ringOrder.size() * sizeof(int32_t);
-    WEFT_ASSIGN_OR_RETURN(void* order, cuda::deviceAlloc(bytes));
-    channel.deviceRingOrder = std::shared_ptr<void>(order, [device](void* p) {
-      cuda::DeviceGuard g(device);
-      cuda::deviceFree(p);
-    });
-    WEFT_RETURN_IF_ERROR(cuda::copyToDevice(order, channel.ringOrder.data(), bytes));
+    WEFT_ASSIGN_OR_RETURN(channel.deviceRingOrder, deviceBlock(comm->cudaDev, channel.ringOrder.data(), bytes));
+  }
+  return okStatus();
+}
+
+Status cudaMirrorAlgoViews(Comm* comm) {
+  for (Channel& channel : comm->channels) {
+    if (!channel.hasAlgoViews() || channel.mirroredGeneration == channel.viewGeneration()) continue;
+    cuda::DeviceGuard guard(comm->cudaDev);
+    if (channel.exchangePlan != nullptr && !channel.devicePhysical) {
+      const std::vector<int32_t>& order = channel.exchangePlan->physical;
+      WEFT_ASSIGN_OR_RETURN(channel.devicePhysical,
+                            deviceBlock(comm->cudaDev, order.data(), order.size() * sizeof(int32_t)));
+    }
+    if (channel.exchangeScratchBytes > 0 && !channel.deviceExchangeScratch) {
+      WEFT_ASSIGN_OR_RETURN(channel.deviceExchangeScratch,
+                            deviceBlock(comm->cudaDev, nullptr, static_cast<size_t>(channel.exchangeScratchBytes)));
+    }
+    device::AlgoViews views;
+    WEFT_RETURN_IF_ERROR(channel.mirroredAlgos(comm->rank, static_cast<const int32_t*>(channel.devicePhysical.get()),
+                                               channel.deviceExchangeScratch.get(), &views));
+    WEFT_ASSIGN_OR_RETURN(std::shared_ptr<void> copy, deviceBlock(comm->cudaDev, &views, sizeof views));
+    channel.deviceAlgos.push_back(std::move(copy));
+    channel.mirroredGeneration = channel.viewGeneration();
   }
   return okStatus();
 }

@@ -79,6 +79,10 @@ Status cudaKernelFailure(const Comm& comm);
 // Copies a connection's FifoEnd and the channels' ring orders to the device.
 Status cudaMirrorConnection(const Comm& comm, transport::Connection* conn);
 Status cudaMirrorChannels(Comm* comm);
+// Mirrors each channel's views of the exchanges, hierarchical ring and torus
+// (with the exchange order and ReduceScatter scratch) into device memory
+// when they changed: before a launch, once its connections are made.
+Status cudaMirrorAlgoViews(Comm* comm);
 
 // Launches every communicator's plan (comm->plan) on its stream; returns
 // once enqueued.

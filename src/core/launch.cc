@@ -26,10 +26,15 @@ PlanInputs planInputs(const Comm& comm) {
   in.treesAvailable = comm.treeDepth > 0;
   // One-shot talks to every peer: not with broken links.
   in.oneShotAvailable = comm.backend == weftBackendHost && comm.brokenLinks.empty();
-  // Butterfly and halving-doubling: host team only (cuda_coop.cuh).
-  in.exchangeAvailable = comm.backend == weftBackendHost && comm.exchangePlan != nullptr;
-  in.hierAvailable = comm.backend == weftBackendHost && comm.hierPlan != nullptr;
-  in.torusAvailable = comm.backend == weftBackendHost && comm.torusPlan != nullptr;
+  // Butterfly, halving-doubling, the hierarchical ring and the 2D torus:
+  // both teams; the cuda kernels have them for the sum and AllGather only
+  // (cuda_coop.cuh), and take them only when NCCL_ALGO names them until
+  // they have been measured on a GPU.
+  in.exchangeAvailable = comm.exchangePlan != nullptr;
+  in.hierAvailable = comm.hierPlan != nullptr;
+  in.torusAvailable = comm.torusPlan != nullptr;
+  in.extraSumOnly = comm.backend != weftBackendHost;
+  in.extraNamedOnly = comm.backend != weftBackendHost;
   if (in.torusAvailable)
     in.torus = tuning::TorusShape{static_cast<int>(comm.torusPlan->nodes.size()),
                                   static_cast<int>(comm.torusPlan->nodes[0].size())};
@@ -173,10 +178,13 @@ void provideScatterScratch(Comm* comm, const Plan& plan) {
   const int64_t bytes = std::max(least, std::min(wanted, kMaxScatterScratchBytes));
   for (int c : plan.exchangeChannels) {
     Channel& channel = comm->channels[static_cast<size_t>(c)];
-    if (!channel.exchangeScratch.empty()) continue;
+    if (channel.exchangeScratchBytes > 0) continue;
     for (const device::WorkItem& item : plan.channels[static_cast<size_t>(c)])
       if (item.kind == device::WorkItem::Kind::kColl && item.coll.func == device::Func::kReduceScatter) {
-        channel.exchangeScratch.assign(static_cast<size_t>(device::divUp<int64_t>(bytes, 8)), 0);
+        channel.exchangeScratchBytes = device::divUp<int64_t>(bytes, 8) * 8;
+        // The cuda backend's is device memory, made with the views' mirror.
+        if (comm->backend == weftBackendHost)
+          channel.exchangeScratch.assign(static_cast<size_t>(channel.exchangeScratchBytes / 8), 0);
         channel.invalidateView();
         break;
       }
@@ -383,6 +391,7 @@ Status launchLocked(Comm* const* comms, size_t n) {
     if (log::enabled(log::Level::kTrace, log::kColl | log::kP2p)) traceWorkItems(*comms[i], plan);
     if (comms[i]->backend == weftBackendCuda) {
       bindP2p(comms[i], &plan, true);  // kernels read the device copies of the ends
+      WEFT_RETURN_IF_ERROR(cudaMirrorAlgoViews(comms[i]));
       cudaComms.push_back(comms[i]);
       continue;
     }

@@ -1,6 +1,7 @@
 #include "core/planner.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "common/log.h"
 #include "core/datatypes.h"
@@ -87,16 +88,33 @@ bool llChoosable(const PlanInputs& in, const device::CollWork& work) {
          f.allows(coll, tuning::Protocol::kSimple);
 }
 
+// Whether the backend may run one of `algos` (exchanges, hierarchical ring,
+// torus) for this call: a kernel for its op, and NCCL_ALGO naming one of
+// them where the backend asks for that (PlanInputs::extraNamedOnly).
+bool extraOffered(const PlanInputs& in, const tuning::AlgoFilter& filter, const device::CollWork& work,
+                  std::initializer_list<tuning::Algorithm> algos) {
+  if (in.extraSumOnly && !isDataOnly(work.func) && work.op != device::RedOpKind::kSum) return false;
+  if (!in.extraNamedOnly) return true;
+  for (tuning::Algorithm a : algos)
+    if (filter.names(collKind(work.func), a)) return true;
+  return false;
+}
+
 // The algorithm by the cost model (the same choice on every rank: its
 // inputs are agreed), priced under LL too where LL may be chosen.
 tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
   static const tuning::AlgoFilter kAll;
+  const tuning::AlgoFilter& filter = in.algoFilter ? *in.algoFilter : kAll;
   const tuning::LinkFigures simple = linksOf(in, tuning::Protocol::kSimple);
   const tuning::LinkFigures ll = linksOf(in, tuning::Protocol::kLL);
+  using tuning::Algorithm;
+  const bool exchange = in.exchangeAvailable &&
+                        extraOffered(in, filter, *work, {Algorithm::kButterfly, Algorithm::kHalvingDoubling});
+  const bool hier = in.hierAvailable && extraOffered(in, filter, *work, {Algorithm::kHierarchicalRing});
+  const bool torus = in.torusAvailable && extraOffered(in, filter, *work, {Algorithm::kTorus2D});
   const tuning::Choice choice = tuning::chooseAlgorithm(
-      collKind(work->func), totalBytes, in.shape, simple, in.algoFilter ? *in.algoFilter : kAll, in.treesAvailable,
-      in.oneShotAvailable, in.exchangeAvailable, in.hierAvailable,
-      in.torusAvailable ? in.torus : tuning::TorusShape{0, 0}, llChoosable(in, *work) ? &ll : nullptr);
+      collKind(work->func), totalBytes, in.shape, simple, filter, in.treesAvailable, in.oneShotAvailable, exchange,
+      hier, torus ? in.torus : tuning::TorusShape{0, 0}, llChoosable(in, *work) ? &ll : nullptr);
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
               static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),

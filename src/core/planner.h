@@ -49,6 +49,12 @@ struct PlanInputs {
   // through mapped segments or cross-memory attach), else through the slots.
   bool directPossible = false;
   bool torusAvailable = false;     // the backend runs the 2D torus and the communicator has a grid
+  // The backend has the exchanges, hierarchical ring and torus for the sum
+  // and data-only calls only (extraSumOnly), and takes them only where
+  // NCCL_ALGO names them (extraNamedOnly): the cuda backend's, not yet
+  // measured on a GPU.
+  bool extraSumOnly = false;
+  bool extraNamedOnly = false;
   tuning::TorusShape torus{0, 0};  // its rows and columns
   // Call signatures (device/signature.h): off with WEFT_CHECK_CALLS=0. The
   // collectives planned get sequence numbers firstSeq, firstSeq + 1, ...

@@ -47,7 +47,7 @@ struct RelayDuty {
 struct ExchangeView {
   int32_t nranks;
   int32_t logical;          // this rank's logical rank
-  const int32_t* physical;  // logical rank -> rank (nranks entries)
+  const int32_t* physical;  // logical rank -> rank (nranks entries; a device copy on the cuda backend)
   // Per slot: the connection to the partner, or to the relay between us;
   // null where this rank has no partner in that slot.
   FifoEnd* send[kExchangeSlots];
@@ -55,7 +55,8 @@ struct ExchangeView {
   int32_t nRelays;
   RelayDuty relays[kMaxRelayDuties];
   // Partial results of the halving ReduceScatter (halving_doubling_scatter.h),
-  // host memory of the channel; null until a ReduceScatter needs it.
+  // memory of the channel (device memory on the cuda backend); null until a
+  // ReduceScatter needs it.
   void* scratch;
   uint64_t scratchBytes;
 };

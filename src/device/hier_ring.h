@@ -16,6 +16,8 @@
 // (NoPreOp): the pre-op was applied when phase 1 read the inputs.
 #pragma once
 
+#include <type_traits>
+
 #include "device/portable.h"
 #include "device/ring.h"
 #include "device/work.h"
@@ -32,6 +34,11 @@ struct NoPreOp : RedOp {
     return x;
   }
 };
+
+// The functor that combines partial results: RedOp itself when it has no
+// pre-op (no second instantiation of the verbs for an identical functor).
+template <typename RedOp>
+using PartialOp = std::conditional_t<RedOp::kHasPre, NoPreOp<RedOp>, RedOp>;
 
 template <typename T, typename IntraPrims, typename InterPrims>
 WEFT_HD void hierRingAllReduce(IntraPrims& intra, InterPrims& inter, const HierView& h, const CollWork& work) {

@@ -82,12 +82,12 @@ struct ExchangePrims {
   const RedOp& op;
   const ChannelView& channel;
   WEFT_HD RingPrims<T, RedOp, Coop> slot(int s) const {
-    const ExchangeView& ex = channel.hostAlgos->exchange;
+    const ExchangeView& ex = channel.algos->exchange;
     const int peers = ex.send[s] != nullptr ? 1 : 0;
     return RingPrims<T, RedOp, Coop>(coop, op, channel.id, &ex.recv[s], peers, &ex.send[s], peers);
   }
   WEFT_HD RingPrims<T, RedOp, Coop> relay(int d) const {
-    const RelayDuty& duty = channel.hostAlgos->exchange.relays[d];
+    const RelayDuty& duty = channel.algos->exchange.relays[d];
     return RingPrims<T, RedOp, Coop>(coop, op, channel.id, &duty.recv, 1, &duty.send, 1);
   }
 };
@@ -97,7 +97,7 @@ WEFT_HD void runExchangeAlgo(Coop& coop, const ChannelView& channel, const CollW
   const ExchangePrims<T, RedOp, Coop> make{coop, op, channel};
   auto slot = [&](int s) { return make.slot(s); };
   auto relay = [&](int d) { return make.relay(d); };
-  const ExchangeView& ex = channel.hostAlgos->exchange;
+  const ExchangeView& ex = channel.algos->exchange;
   if (work.func == Func::kAllGather) return doublingAllGather<T>(ex, work, slot, relay);
   if (work.func == Func::kReduceScatter) return halvingReduceScatter<T>(ex, work, slot, relay);
   if (work.algo == Algo::kButterfly) return butterflyAllReduce<T>(ex, work, slot, relay);
@@ -108,9 +108,10 @@ WEFT_HD void runExchangeAlgo(Coop& coop, const ChannelView& channel, const CollW
 // ring across nodes with it minus its pre-op (it combines partial results).
 template <typename T, typename RedOp, typename Coop>
 WEFT_HD void runHierRingAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
-  const HierView& h = channel.hostAlgos->hier;
+  const HierView& h = channel.algos->hier;
   RingPrims<T, RedOp, Coop> intra(coop, op, channel.id, &h.intraRecv, 1, &h.intraSend, 1);
-  RingPrims<T, NoPreOp<RedOp>, Coop> inter(coop, NoPreOp<RedOp>(op), channel.id, &h.interRecv, 1, &h.interSend, 1);
+  RingPrims<T, PartialOp<RedOp>, Coop> inter(coop, PartialOp<RedOp>(op), channel.id, &h.interRecv, 1, &h.interSend,
+                                             1);
   hierRingAllReduce<T>(intra, inter, h, work);
 }
 
@@ -118,7 +119,7 @@ WEFT_HD void runHierRingAllReduce(Coop& coop, const ChannelView& channel, const 
 // with it minus its pre-op; a one-row or one-column grid is that ring alone.
 template <typename T, typename RedOp, typename Coop>
 WEFT_HD void runTorusAllReduce(Coop& coop, const ChannelView& channel, const CollWork& work, const RedOp& op) {
-  const HierView& t = channel.hostAlgos->torus;
+  const HierView& t = channel.algos->torus;
   if (torusIsLine(t)) {
     FifoEnd* recvs[1] = {torusLineRecv(t)};
     FifoEnd* sends[1] = {torusLineSend(t)};
@@ -126,7 +127,8 @@ WEFT_HD void runTorusAllReduce(Coop& coop, const ChannelView& channel, const Col
     return torusLineAllReduce<T>(line, t, work);
   }
   RingPrims<T, RedOp, Coop> row(coop, op, channel.id, &t.intraRecv, 1, &t.intraSend, 1);
-  RingPrims<T, NoPreOp<RedOp>, Coop> column(coop, NoPreOp<RedOp>(op), channel.id, &t.interRecv, 1, &t.interSend, 1);
+  RingPrims<T, PartialOp<RedOp>, Coop> column(coop, PartialOp<RedOp>(op), channel.id, &t.interRecv, 1, &t.interSend,
+                                              1);
   torusAllReduce<T>(row, column, t, work);
 }
 
@@ -221,9 +223,10 @@ template <typename T, RedOpKind K, typename Coop, typename P>
 WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const CollWork& work) {
   // Trees, one-shot, the pairwise exchanges and the hierarchical ring (and
   // the 2D torus, its relative) are instantiated only for teams that declare
-  // them (trees: both; the others: the host team); the planner never gives
-  // them to a backend whose team lacks them. The exchanges, the hierarchical
-  // ring and the torus run under Simple only.
+  // them (trees and the last three: both, the last three for the sum alone
+  // on the cuda team; one-shot: the host team); the planner never gives them
+  // to a backend whose team lacks them. The exchanges, the hierarchical ring
+  // and the torus run under Simple only.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
@@ -234,13 +237,14 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
     if (work.algo == Algo::kOneShot && work.func == Func::kReduceScatter)
       return runOneShotReduceScatter<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
-  if constexpr (Coop::kHasExchange && std::is_same_v<P, ProtoSimple>) {
+  constexpr bool kExtra = std::is_same_v<P, ProtoSimple> && (K == RedOpKind::kSum || !Coop::kExtraSumOnly);
+  if constexpr (Coop::kHasExchange && kExtra) {
     if (isExchange(work.algo) && work.func == Func::kAllReduce)
       return runExchangeAlgo<T>(coop, channel, work, makeOp<T, K>(work));
     if (work.algo == Algo::kHalvingDoubling && work.func == Func::kReduceScatter)
       return runExchangeAlgo<T>(coop, channel, work, makeOp<T, K>(work));
   }
-  if constexpr (Coop::kHasHierRing && std::is_same_v<P, ProtoSimple>) {
+  if constexpr (Coop::kHasHierRing && kExtra) {
     if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce)
       return runHierRingAllReduce<T>(coop, channel, work, makeOp<T, K>(work));
     if (work.algo == Algo::kTorus2D && work.func == Func::kAllReduce)

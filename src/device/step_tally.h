@@ -116,14 +116,14 @@ void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally
       default: return;
     }
   }
-  if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce && channel.hostAlgos != nullptr) {
-    const HierView& h = channel.hostAlgos->hier;
+  if (work.algo == Algo::kHierRing && work.func == Func::kAllReduce && channel.algos != nullptr) {
+    const HierView& h = channel.algos->hier;
     CountingPrims<T> intra(tally, &h.intraRecv, 1, &h.intraSend, 1);
     CountingPrims<T> inter(tally, &h.interRecv, 1, &h.interSend, 1);
     return hierRingAllReduce<T>(intra, inter, h, work);
   }
-  if (work.algo == Algo::kTorus2D && work.func == Func::kAllReduce && channel.hostAlgos != nullptr) {
-    const HierView& t = channel.hostAlgos->torus;
+  if (work.algo == Algo::kTorus2D && work.func == Func::kAllReduce && channel.algos != nullptr) {
+    const HierView& t = channel.algos->torus;
     if (torusIsLine(t)) {
       FifoEnd* recvs[1] = {torusLineRecv(t)};
       FifoEnd* sends[1] = {torusLineSend(t)};
@@ -134,10 +134,10 @@ void tallyCollective(const ChannelView& channel, const CollWork& work, StepTally
     CountingPrims<T> column(tally, &t.interRecv, 1, &t.interSend, 1);
     return torusAllReduce<T>(row, column, t, work);
   }
-  if ((work.algo == Algo::kButterfly || work.algo == Algo::kHalvingDoubling) && channel.hostAlgos != nullptr &&
+  if ((work.algo == Algo::kButterfly || work.algo == Algo::kHalvingDoubling) && channel.algos != nullptr &&
       (work.func == Func::kAllReduce || work.func == Func::kAllGather ||
        (work.func == Func::kReduceScatter && work.algo == Algo::kHalvingDoubling))) {
-    const ExchangeView& ex = channel.hostAlgos->exchange;
+    const ExchangeView& ex = channel.algos->exchange;
     auto slot = [&](int s) {
       const int peers = ex.send[s] != nullptr ? 1 : 0;
       return CountingPrims<T>(tally, &ex.recv[s], peers, &ex.send[s], peers);

@@ -85,10 +85,11 @@ struct HierView {
   FifoEnd* interSend;  // to node + 1
 };
 
-// Views of the algorithms only the host team runs, whose FIFOs are
-// connected on first use: exchange.nranks / hier.nodes / torus.nodes are 0
-// until then.
-struct HostAlgoViews {
+// Views of the algorithms whose FIFOs are connected on first use (the
+// exchanges, the hierarchical ring, the 2D torus): exchange.nranks /
+// hier.nodes / torus.nodes are 0 until then. On the cuda backend a copy in
+// device memory with the FIFO ends' device mirrors (core/cuda_backend.cc).
+struct AlgoViews {
   ExchangeView exchange;
   HierView hier;
   HierView torus;  // nodes 0 until connected
@@ -113,8 +114,8 @@ struct ChannelView {
   int32_t flatOwnAt;  // this rank's position among the flat peers' ranks
   FifoEnd* flatRecv[kMaxFlatPeers];
   FifoEnd* flatSend[kMaxFlatPeers];
-  // Null on the cuda backend.
-  const HostAlgoViews* hostAlgos;
+  // Null on the cuda backend until one of them is connected on the channel.
+  const AlgoViews* algos;
 };
 
 // One collective's share on one channel. For AllReduce, Broadcast and Reduce

@@ -141,6 +141,7 @@ class TeamCoopT {
   static constexpr bool kHasDirect = Direct;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
+  static constexpr bool kExtraSumOnly = false;
 
   TeamCoopT(Team& team, int threadRank) : team_(team), rank_(threadRank), rng_(0x9e3779b9u * (threadRank + 1)) {}
 

@@ -203,7 +203,7 @@ class Mesh {
       }
       v.flatOwnAt = r;
     }
-    HostAlgoViews& h = algos_[static_cast<size_t>(r)];
+    AlgoViews& h = algos_[static_cast<size_t>(r)];
     if (exchangePlanned()) {
       ExchangeView& ex = h.exchange;
       ex.nranks = k_;
@@ -234,7 +234,7 @@ class Mesh {
     } else if (k_ == 3) {
       h.torus = hierView(r, {{2, 0, 1}});
     }
-    v.hostAlgos = &h;
+    v.algos = &h;
     return v;
   }
 
@@ -273,7 +273,7 @@ class Mesh {
   std::vector<int32_t> ringOrder_;
   core::ExchangePlan exchange_;
   std::vector<std::vector<uint64_t>> scratch_;
-  std::vector<HostAlgoViews> algos_;
+  std::vector<AlgoViews> algos_;
 };
 
 // What a kernel does with one item (backend/cuda/kernels.cu, kernels.cuh).

@@ -34,10 +34,13 @@ class CudaCoop {
   static constexpr bool kLLSumOnly = true;
   // No direct mode yet: kernels would need peers' buffers mapped (registration).
   static constexpr bool kHasDirect = false;
-  // Butterfly, halving-doubling and the hierarchical ring: host team only
-  // (kernel build budget).
-  static constexpr bool kHasExchange = false;
-  static constexpr bool kHasHierRing = false;
+  // Butterfly, halving-doubling, the hierarchical ring and the 2D torus:
+  // in the sum's kernels and the data-only kernel (AllGather by doubling)
+  // only, as LL: every op would add a third to the kernels' build time (the
+  // planner keeps the other ops on rings and trees: PlanInputs::extraSumOnly).
+  static constexpr bool kHasExchange = true;
+  static constexpr bool kHasHierRing = true;
+  static constexpr bool kExtraSumOnly = true;
   // scratch: at least 2 ints of the block's shared memory. report: this
   // block's report in host-mapped memory (null: none); timeoutNs 0: no timeout.
   // Host-callable too: the host pass of this class (one thread, a host

@@ -61,6 +61,7 @@ class HostCoop {
   static constexpr bool kHasDirect = true;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
+  static constexpr bool kExtraSumOnly = false;  // the exchanges, hierarchical ring and torus for every op
   static constexpr int threadRank() { return 0; }
   static constexpr int size() { return 1; }
   static constexpr bool leader() { return true; }

@@ -1,0 +1,110 @@
+// The butterfly, halving-doubling, hierarchical ring and 2D torus on the
+// cuda backend (ranks as threads sharing GPU 0), each named in NCCL_ALGO as
+// the cuda backend requires: AllReduce sums in and out of place at sizes
+// below, across and far beyond a chunk, ReduceScatter and AllGather where
+// halving-doubling serves them, and a max, which the cuda kernels run on
+// the ring (their extra algorithms are built for the sum only).
+#include <stdlib.h>
+
+#include <string>
+
+#include "gpu/gpu_util.h"
+#include "weft.h"
+
+namespace weft::test {
+namespace {
+
+class Env {
+ public:
+  Env(const char* name, const char* value) : name_(name) {
+    if (value != nullptr) setenv(name, value, 1);
+  }
+  ~Env() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+struct AlgoCase {
+  const char* algo;          // NCCL_ALGO
+  const char* perNode;       // WEFT_RANKS_PER_NODE (null: one node)
+  const char* torus;         // WEFT_TORUS (null: derived)
+  int nranks;
+};
+
+std::string caseName(const ::testing::TestParamInfo<AlgoCase>& info) {
+  std::string name = std::string(info.param.algo).substr(std::string(info.param.algo).find(':') + 1);
+  name = name.substr(0, name.find(';'));
+  return name + "_" + std::to_string(info.param.nranks) + "ranks";
+}
+
+class GpuAlgos : public ::testing::TestWithParam<AlgoCase> {};
+
+int32_t input(int rank, size_t i) { return static_cast<int32_t>((i % 1000) + 1) * (rank + 1); }
+
+TEST_P(GpuAlgos, ResultsMatchTheReference) {
+  WEFT_REQUIRE_GPU();
+  const AlgoCase c = GetParam();
+  Env algo("NCCL_ALGO", c.algo);
+  Env perNode("WEFT_RANKS_PER_NODE", c.perNode);
+  Env torus("WEFT_TORUS", c.torus);
+  Env buff("NCCL_BUFFSIZE", "65536");  // chunks of a few KiB: the sizes below cross them
+  const int n = c.nranks;
+  const int32_t ranksSum = n * (n + 1) / 2;
+  onRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+    for (size_t count : {size_t{1}, size_t{1001}, size_t{300007}}) {
+      std::vector<int32_t> host(count);
+      for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
+      DeviceBuffer<int32_t> send(count), recv(count), inplace(count);
+      send.upload(host);
+      inplace.upload(host);
+      NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+      NCCL_OK(ncclAllReduce(inplace.get(), inplace.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const std::vector<int32_t> out = recv.download(), in = inplace.download();
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_EQ(out[i], static_cast<int32_t>((i % 1000) + 1) * ranksSum) << "rank " << r << " element " << i;
+        ASSERT_EQ(in[i], out[i]) << "in place, rank " << r << " element " << i;
+      }
+      // Max: the ring on the cuda backend, whatever NCCL_ALGO names.
+      NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclMax, comm, stream), comm);
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const std::vector<int32_t> top = recv.download();
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(top[i], input(n - 1, i)) << "max, rank " << r << " element " << i;
+      // AllGather and ReduceScatter (halving-doubling when named for them).
+      DeviceBuffer<int32_t> all(count * static_cast<size_t>(n)), mine(count);
+      NCCL_OK(ncclAllGather(send.get(), all.get(), count, ncclInt32, comm, stream), comm);
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const std::vector<int32_t> gathered = all.download();
+      for (int q = 0; q < n; ++q)
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(gathered[static_cast<size_t>(q) * count + i], input(q, i)) << "allgather, rank " << r;
+      NCCL_OK(ncclReduceScatter(all.get(), mine.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+      CUDA_OK(cudaStreamSynchronize(stream));
+      // Every rank gave the same gathered vector: segment r times n.
+      const std::vector<int32_t> scattered = mine.download();
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(scattered[i], input(r, i) * n) << "reducescatter, rank " << r << " element " << i;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Named, GpuAlgos,
+    ::testing::Values(AlgoCase{"allreduce:Butterfly", nullptr, nullptr, 2},
+                      AlgoCase{"allreduce:Butterfly", nullptr, nullptr, 5},
+                      AlgoCase{"allreduce:Butterfly", nullptr, nullptr, 8},
+                      AlgoCase{"allreduce:HalvingDoubling;reducescatter:HalvingDoubling;allgather:HalvingDoubling",
+                               nullptr, nullptr, 3},
+                      AlgoCase{"allreduce:HalvingDoubling;reducescatter:HalvingDoubling;allgather:HalvingDoubling",
+                               nullptr, nullptr, 4},
+                      AlgoCase{"allreduce:HalvingDoubling;reducescatter:HalvingDoubling;allgather:HalvingDoubling",
+                               nullptr, nullptr, 6},
+                      AlgoCase{"allreduce:HierarchicalRing", "2", nullptr, 4},
+                      AlgoCase{"allreduce:HierarchicalRing", "3", nullptr, 6},
+                      AlgoCase{"allreduce:Torus2D", nullptr, "2x2", 4},
+                      AlgoCase{"allreduce:Torus2D", nullptr, "2x3", 6}),
+    caseName);
+
+}  // namespace
+}  // namespace weft::test
