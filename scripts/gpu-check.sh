@@ -37,6 +37,15 @@ for np in 1 4; do
   WEFT_BACKEND=cuda "$dir/bin/weft-perf" allreduce -b 8 -e 256M -f 8 -c 1 -np "$np" --threads >"$out/weft-perf-$np.log" 2>&1
   note "weft-perf allreduce cuda $np rank(s) on GPU 0: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-$np.log")"
 done
+# What the cuda backend runs only when asked: each extra algorithm, and
+# direct mode, against the default at 4 ranks on GPU 0 (checked: -c 1).
+for variant in default NCCL_ALGO=Butterfly NCCL_ALGO=HalvingDoubling NCCL_ALGO=Torus2D WEFT_DIRECT=1; do
+  settings=()
+  [ "$variant" != default ] && settings=("$variant")
+  env WEFT_BACKEND=cuda ${settings[@]+"${settings[@]}"} "$dir/bin/weft-perf" allreduce -b 8 -e 64M -f 8 -c 1 -np 4 --threads \
+    >"$out/weft-perf-4-$variant.log" 2>&1
+  note "weft-perf allreduce cuda 4 ranks, $variant: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-4-$variant.log")"
+done
 
 if [ -n "$binaries" ]; then
   bench/nccl-tests.sh "$binaries" --build-dir "$dir" --out "$out/nccl-tests" --compare >"$out/nccl-tests.log" 2>&1

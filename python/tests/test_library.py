@@ -66,8 +66,20 @@ def test_missing_explicit_library_is_an_error_not_a_fallback():
 
 
 def _build_tree_libraries():
+    """The build trees' libraries the package may pick: not sanitizer builds."""
     import glob
-    return glob.glob(os.path.join(REPO_ROOT, "build*", "lib", "libnccl.so.2"))
+    from weft import _library
+    return [p for p in glob.glob(os.path.join(REPO_ROOT, "build*", "lib", "libnccl.so.2"))
+            if not _library._sanitized(os.path.dirname(os.path.dirname(p)))]
+
+
+def test_sanitizer_build_trees_are_not_picked(tmp_path):
+    from weft import _library
+    (tmp_path / "CMakeCache.txt").write_text("WEFT_SANITIZE:STRING=address\n")
+    assert _library._sanitized(str(tmp_path))
+    (tmp_path / "CMakeCache.txt").write_text("WEFT_SANITIZE:STRING=\n")
+    assert not _library._sanitized(str(tmp_path))
+    assert not _library._sanitized(str(tmp_path / "missing"))
 
 
 @pytest.mark.skipif(not _build_tree_libraries(), reason="no build tree beside this source tree")

@@ -61,12 +61,28 @@ def _mapped_file(lib):
     return os.path.realpath(os.fsdecode(info.dli_fname))
 
 
+def _sanitized(build_dir):
+    """Whether a build tree was built with a sanitizer (WEFT_SANITIZE in its
+    CMakeCache.txt): its library needs the sanitizer's runtime loaded before
+    anything else, which a plain Python interpreter has not done."""
+    try:
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as cache:
+            for line in cache:
+                if line.startswith("WEFT_SANITIZE:"):
+                    return line.split("=", 1)[1].strip() != ""
+    except OSError:
+        pass
+    return False
+
+
 def _source_tree_candidates():
     """libnccl.so.2 of the build trees next to this package's source tree.
 
     When the package is used from the repository (PYTHONPATH=python), the
     repository root is two levels up; its build directories (build, build-*)
-    hold lib/libnccl.so.2. The most recently built one wins.
+    hold lib/libnccl.so.2. The most recently built one wins; sanitizer
+    builds are left out (WEFT_LIBRARY can still name one, with the
+    sanitizer's runtime preloaded).
     """
     package_dir = os.path.dirname(os.path.abspath(__file__))
     repo_root = os.path.dirname(os.path.dirname(package_dir))
@@ -74,6 +90,8 @@ def _source_tree_candidates():
         return []
     found = []
     for build_dir in glob.glob(os.path.join(repo_root, "build*")):
+        if _sanitized(build_dir):
+            continue
         for name in _BUILD_TREE_NAMES:
             path = os.path.join(build_dir, "lib", name)
             if os.path.isfile(path):

@@ -322,6 +322,10 @@ Status planTorusGrid(Comm* comm, const std::vector<std::vector<int>>& nodes) {
 
 }  // namespace
 
+bool directAllowedFor(int64_t setting, weftBackend_t backend) {
+  return setting > 0 || (setting < 0 && backend == weftBackendHost);
+}
+
 Status buildChannels(Comm* comm) {
   const PhaseTimer timer(&comm->initTimes.graphs);
   auto filter = tuning::AlgoFilter::parse(param::algo());
@@ -329,7 +333,7 @@ Status buildChannels(Comm* comm) {
   comm->algoFilter = filter.value();
   WEFT_RETURN_IF_ERROR(parseProtoFilter(comm));
   WEFT_RETURN_IF_ERROR(loadTuningFigures(comm));
-  comm->directAllowed = param::direct() != 0;
+  comm->directAllowed = directAllowedFor(param::direct(), comm->backend);
   // Checked before the ranks talk again, so that every rank fails here.
   if (!param::torus().empty()) WEFT_RETURN_IF_ERROR(parseTorusShape(param::torus(), comm->nranks).status());
   const size_t nch = comm->channels.size();

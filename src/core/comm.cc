@@ -112,10 +112,11 @@ void Channel::buildExchangeView(int rank) const {
     ex.relays[ex.nRelays++] = device::RelayDuty{hop.slot, hop.from, hop.to, &recv[static_cast<size_t>(from)]->end,
                                                 &send[static_cast<size_t>(to)]->end};
   }
-  if (!exchangeScratch.empty()) {
-    ex.scratch = const_cast<uint64_t*>(exchangeScratch.data());
-    ex.scratchBytes = exchangeScratch.size() * sizeof(uint64_t);
-  }
+  // Its size always, so the step tally (postNetSteps) sizes the pieces as
+  // the kernels do; the memory here on the host backend only (the cuda
+  // backend's is in the mirror).
+  ex.scratch = exchangeScratch.empty() ? nullptr : const_cast<uint64_t*>(exchangeScratch.data());
+  ex.scratchBytes = static_cast<uint64_t>(exchangeScratchBytes);
 }
 
 device::FifoEnd* Channel::deviceEndOf(const device::FifoEnd* end) const {

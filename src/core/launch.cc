@@ -49,7 +49,7 @@ PlanInputs planInputs(const Comm& comm) {
   in.llPossible = comm.nnodes == 1 && !comm.proxy;
   in.llByDefault = comm.backend == weftBackendHost;
   in.llSumOnly = comm.backend != weftBackendHost;
-  in.directPossible = comm.directAllowed && comm.backend == weftBackendHost && comm.nnodes == 1;
+  in.directPossible = comm.directAllowed && comm.nnodes == 1;
   in.checkCalls = comm.checkCalls;
   in.firstSeq = comm.collSeq;
   return in;
@@ -386,12 +386,13 @@ Status launchLocked(Comm* const* comms, size_t n) {
     provideScatterScratch(comms[i], plan);
     markHierConnected(comms[i], plan);
     markTorusConnected(comms[i], plan);
+    // Before any step is posted: a failure here leaves the proxy nothing to move.
+    if (comms[i]->backend == weftBackendCuda) WEFT_RETURN_IF_ERROR(cudaMirrorAlgoViews(comms[i]));
     bindP2p(comms[i], &plan, false);
     postNetSteps(comms[i], plan);  // before anything (a worker, a kernel) waits on these steps
     if (log::enabled(log::Level::kTrace, log::kColl | log::kP2p)) traceWorkItems(*comms[i], plan);
     if (comms[i]->backend == weftBackendCuda) {
       bindP2p(comms[i], &plan, true);  // kernels read the device copies of the ends
-      WEFT_RETURN_IF_ERROR(cudaMirrorAlgoViews(comms[i]));
       cudaComms.push_back(comms[i]);
       continue;
     }

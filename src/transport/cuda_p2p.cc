@@ -2,6 +2,12 @@
 // memory. A sender in the same process uses the pointer directly (enabling
 // peer access when the devices differ); a sender in another process maps it
 // through a CUDA IPC handle. Several ranks on one GPU take the same path.
+//
+// Ranks of one process on one GPU may use direct mode (reach kReachAddress):
+// any user buffer of one is a pointer the other's kernel can write, device
+// memory or mapped host memory alike. Across GPUs, even in one process, the
+// links stay on the slots: peer access covers cudaMalloc memory but not a
+// stream-ordered pool's (cudaMallocAsync) unless the pool grants it.
 #include <unistd.h>
 
 #include <cstring>
@@ -46,6 +52,9 @@ std::map<void*, std::shared_ptr<void>>& registry() {
   return *table;
 }
 
+// Both ends decide alike from the same facts (one process, one device).
+bool directReach(const LinkSpec& link) { return link.peerInProcess && link.peerCudaDev == link.cudaDev; }
+
 class CudaP2pTransport final : public Transport {
  public:
   const char* name() const override { return "P2P/CUDA"; }
@@ -71,6 +80,7 @@ class CudaP2pTransport final : public Transport {
     blob->bytes = sizeof(payload);
     std::memcpy(blob->data, &payload, sizeof(payload));
     FifoLayout::attach(base, link.stepBytes, link.peer, &conn->end);
+    if (directReach(link)) conn->end.reach = device::kReachAddress;
     conn->keepAlive = std::move(memory);
     conn->transport = this;
     return okStatus();
@@ -97,6 +107,7 @@ class CudaP2pTransport final : public Transport {
       memory = ownIpcMapping(mapped, link.cudaDev);
     }
     FifoLayout::attach(memory.get(), link.stepBytes, link.peer, &conn->end);
+    if (directReach(link)) conn->end.reach = device::kReachAddress;
     conn->keepAlive = std::move(memory);
     conn->transport = this;
     return okStatus();

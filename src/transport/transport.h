@@ -28,6 +28,7 @@ struct LinkSpec {
   int64_t stepBytes = 0;
   int cudaDev = -1;            // this side's device (cuda backend only)
   bool peerInProcess = false;  // the peer rank lives in this process
+  int peerCudaDev = -1;        // the peer's device (cuda backend only)
   std::string peerName;        // "rank 3 (pid 12 on host h2)", for messages
   // Network links: the NIC the plan routes this direction of the channel
   // through on this side (dev -1: the plan names none; the network then

@@ -3,11 +3,13 @@
 // the cuda backend requires: AllReduce sums in and out of place at sizes
 // below, across and far beyond a chunk, ReduceScatter and AllGather where
 // halving-doubling serves them, and a max, which the cuda kernels run on
-// the ring (their extra algorithms are built for the sum only).
+// the ring (their extra algorithms are built for the sum only). And direct
+// mode between ranks of one process on the GPU.
 #include <stdlib.h>
 
 #include <string>
 
+#include "core/comm.h"
 #include "gpu/gpu_util.h"
 #include "weft.h"
 
@@ -26,11 +28,41 @@ class Env {
 };
 
 struct AlgoCase {
-  const char* algo;          // NCCL_ALGO
-  const char* perNode;       // WEFT_RANKS_PER_NODE (null: one node)
-  const char* torus;         // WEFT_TORUS (null: derived)
+  const char* algo;     // NCCL_ALGO
+  const char* perNode;  // WEFT_RANKS_PER_NODE (null: one node)
+  const char* torus;    // WEFT_TORUS (null: derived)
   int nranks;
 };
+
+// Whether the named algorithm really ran (its connections were made on a
+// channel), not a fallback to the ring.
+bool ranNamed(ncclComm_t handle, const std::string& algo) {
+  for (const core::Channel& channel : core::asComm(handle)->channels) {
+    if (algo.find("Butterfly") != std::string::npos || algo.find("HalvingDoubling") != std::string::npos) {
+      if (channel.exchangeConnected) return true;
+    } else if (algo.find("HierarchicalRing") != std::string::npos) {
+      if (channel.hierConnected) return true;
+    } else if (channel.torusConnected) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Direct calls counted on the device copies of the communicator's FIFO ends
+// (the kernels advance those, not the host ends).
+uint64_t deviceDirectCalls(ncclComm_t handle) {
+  uint64_t calls = 0;
+  for (const core::Channel& channel : core::asComm(handle)->channels)
+    for (const auto* side : {&channel.send, &channel.recv})
+      for (const auto& conn : *side) {
+        if (!conn || conn->deviceEnd == nullptr) continue;
+        device::FifoEnd end{};
+        if (cudaMemcpy(&end, conn->deviceEnd, sizeof end, cudaMemcpyDeviceToHost) != cudaSuccess) return 0;
+        calls += end.directCalls;
+      }
+  return calls;
+}
 
 std::string caseName(const ::testing::TestParamInfo<AlgoCase>& info) {
   std::string name = std::string(info.param.algo).substr(std::string(info.param.algo).find(':') + 1);
@@ -86,7 +118,50 @@ TEST_P(GpuAlgos, ResultsMatchTheReference) {
       for (size_t i = 0; i < count; ++i)
         ASSERT_EQ(scattered[i], input(r, i) * n) << "reducescatter, rank " << r << " element " << i;
     }
+    EXPECT_TRUE(ranNamed(comm, c.algo)) << c.algo << ": no channel connected it, rank " << r;
   });
+}
+
+// Direct mode (WEFT_DIRECT=1) between ranks sharing the GPU: large ring
+// AllReduce, AllGather and Broadcast write into the next rank's output;
+// in place and out of place, two calls back to back (the second call's
+// post must not let a write land in the first call's buffer).
+TEST(GpuDirect, RingCallsWriteIntoThePeersBuffers) {
+  WEFT_REQUIRE_GPU();
+  Env direct("WEFT_DIRECT", "1");
+  Env algo("NCCL_ALGO", "Ring");
+  for (int n : {2, 3, 4}) {
+    const int32_t ranksSum = n * (n + 1) / 2;
+    onRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+      for (size_t count : {size_t{1} << 16, size_t{1000003}}) {
+        std::vector<int32_t> host(count);
+        for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
+        DeviceBuffer<int32_t> send(count), recv(count), again(count), inplace(count);
+        send.upload(host);
+        inplace.upload(host);
+        NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+        NCCL_OK(ncclAllReduce(send.get(), again.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+        NCCL_OK(ncclAllReduce(inplace.get(), inplace.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        const std::vector<int32_t> out = recv.download(), out2 = again.download(), in = inplace.download();
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(out[i], static_cast<int32_t>((i % 1000) + 1) * ranksSum) << n << " ranks, rank " << r << " " << i;
+          ASSERT_EQ(out2[i], out[i]) << "second call, " << n << " ranks, rank " << r << " element " << i;
+          ASSERT_EQ(in[i], out[i]) << "in place, " << n << " ranks, rank " << r << " element " << i;
+        }
+        DeviceBuffer<int32_t> all(count * static_cast<size_t>(n)), bcast(count);
+        NCCL_OK(ncclAllGather(send.get(), all.get(), count, ncclInt32, comm, stream), comm);
+        NCCL_OK(ncclBroadcast(send.get(), bcast.get(), count, ncclInt32, n - 1, comm, stream), comm);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        const std::vector<int32_t> gathered = all.download(), root = bcast.download();
+        for (int q = 0; q < n; ++q)
+          for (size_t i = 0; i < count; i += 7)
+            ASSERT_EQ(gathered[static_cast<size_t>(q) * count + i], input(q, i)) << "allgather, rank " << r;
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(root[i], input(n - 1, i)) << "broadcast, rank " << r << " " << i;
+      }
+      EXPECT_GT(deviceDirectCalls(comm), 0u) << n << " ranks, rank " << r << ": no call ran in direct mode";
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -19,15 +19,20 @@ namespace {
 
 constexpr int kRanks = 8;
 
-// One channel of rank `rank`, connected to every peer both ways, with the
-// exchange (link 0-1 and 2-3 broken: a renumbered butterfly), a hierarchical
-// ring of 2 nodes of 4 and a 4 x 2 torus connected.
+// One channel of rank `rank` of 8, connected to every peer both ways, with
+// the exchange (links `broken`: by default 0-1 and 2-3, a renumbered
+// butterfly), a hierarchical ring of 2 nodes of 4 and a 4 x 2 torus
+// connected.
+LinkSet linksOf(const std::vector<std::pair<int, int>>& pairs) {
+  LinkSet set;
+  for (const auto& [a, b] : pairs) set.add(a, b);
+  return set;
+}
+
 class MirrorFixture {
  public:
-  explicit MirrorFixture(int rank) : rank_(rank), mirrors_(2 * kRanks) {
-    LinkSet broken;
-    broken.add(0, 1);
-    broken.add(2, 3);
+  explicit MirrorFixture(int rank, const LinkSet& broken = linksOf({{0, 1}, {2, 3}}))
+      : rank_(rank), mirrors_(2 * kRanks) {
     auto plan = planExchange(kRanks, broken, device::kMaxRelayDuties);
     EXPECT_TRUE(plan.ok()) << plan.status().message();
     exchange_ = std::make_shared<ExchangePlan>(plan.value());
@@ -136,7 +141,38 @@ TEST(AlgoMirror, EveryEndBecomesItsConnectionsMirror) {
     EXPECT_EQ(out.exchange.physical, physical);
     EXPECT_EQ(out.exchange.scratch, static_cast<void*>(scratch));
     EXPECT_EQ(out.exchange.scratchBytes, 4096u);
+    // The host view sizes the pieces alike (the step tally reads it), with
+    // no memory on the cuda backend.
+    EXPECT_EQ(host.exchange.scratchBytes, 4096u);
+    EXPECT_EQ(host.exchange.scratch, nullptr);
   }
+}
+
+// Links that no renumbering avoids (every rank linked only to its ring
+// neighbours of an 8-cycle but for a few chords): relay duties, mirrored too.
+TEST(AlgoMirror, RelayDutiesAreMirrored) {
+  std::vector<std::pair<int, int>> pairs;
+  for (int a = 0; a < kRanks; ++a)
+    for (int b = a + 2; b < kRanks; ++b)
+      if (!(a == 0 && b == kRanks - 1) && (b - a) % 4 != 0) pairs.push_back({a, b});
+  const LinkSet broken = linksOf(pairs);
+  int32_t physical[kRanks] = {};
+  int relays = 0;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    MirrorFixture f(rank, broken);
+    const device::AlgoViews host = *f.channel.view(rank).algos;
+    device::AlgoViews out;
+    ASSERT_TRUE(f.channel.mirroredAlgos(rank, physical, nullptr, &out).ok());
+    ASSERT_EQ(out.exchange.nRelays, host.exchange.nRelays);
+    for (int d = 0; d < host.exchange.nRelays; ++d) {
+      expectMirror(f, host.exchange.relays[d].recv, out.exchange.relays[d].recv, "relay recv");
+      expectMirror(f, host.exchange.relays[d].send, out.exchange.relays[d].send, "relay send");
+      EXPECT_NE(out.exchange.relays[d].recv, nullptr);
+      EXPECT_EQ(out.exchange.relays[d].slot, host.exchange.relays[d].slot);
+    }
+    relays += host.exchange.nRelays;
+  }
+  EXPECT_GT(relays, 0) << "the broken links should force relays";
 }
 
 TEST(AlgoMirror, AnEndWithoutAMirrorIsAnError) {

@@ -212,8 +212,8 @@ TEST(TeamCoop, MismatchedCallEndsEveryThread) {
 TEST(TeamCoop, SendRecv) { sweep(Func::kSendRecv, Algo::kRing, Proto::kSimple, DataType::kUint8, {2, 3}); }
 
 // Direct mode: ranks write final segments straight into the next rank's
-// output (one address space). Not enabled on the cuda backend (kHasDirect
-// false there); checked here so that it is team-safe before it is.
+// output (one address space), as the cuda team does between ranks of one
+// process on one GPU: team-safe with many threads.
 TEST(TeamCoop, RingDirect) {
   for (Func func : {Func::kAllReduce, Func::kAllGather, Func::kBroadcast})
     for (int team : kTeams)

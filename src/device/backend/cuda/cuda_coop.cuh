@@ -32,8 +32,18 @@ class CudaCoop {
   // Simple: PlanInputs::llSumOnly).
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = true;
-  // No direct mode yet: kernels would need peers' buffers mapped (registration).
-  static constexpr bool kHasDirect = false;
+  // Direct mode between ranks of one process on one GPU: the cuda p2p
+  // transport marks those links kReachAddress (a peer's user buffer is a
+  // pointer this kernel can write), every other link stays on the slots.
+  // Between processes (kReachShared, which no cuda transport sets) nothing
+  // is described or resolved: the three calls below keep such a link on
+  // its slots should one ever appear.
+  static constexpr bool kHasDirect = true;
+  __host__ __device__ DirectPost describeDirect(const void* base, uint64_t) const {
+    return DirectPost{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0, 0};
+  }
+  __host__ __device__ DirectWay resolveDirect(int, const DirectPost&, uint64_t*) const { return DirectWay::kSlot; }
+  __host__ __device__ bool crossWrite(int, const void*, uint64_t, void*, uint64_t) const { return false; }
   // Butterfly, halving-doubling, the hierarchical ring and the 2D torus:
   // in the sum's kernels and the data-only kernel (AllGather by doubling)
   // only, as LL: every op would add a third to the kernels' build time (the
