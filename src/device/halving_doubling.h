@@ -15,7 +15,11 @@
 // segments (a participant that folded a rank in owns two segments).
 //
 // A stage's pieces are blocks (AllReduce) or segments (AllGather), each at
-// most a chunk, so a piece fits in a FIFO (exchange.h).
+// most a chunk, so a piece fits in a FIFO (exchange.h). In AllReduce a
+// round's blocks are contiguous, so as many of them as fit in a chunk
+// travel as one piece: when the whole round fits (small and mid messages)
+// a round is one hand-off, 2 log2 p in all as Rabenseifner has it, rather
+// than one per block (2 (p - 1), as many as the ring).
 #pragma once
 
 #include "device/exchange.h"
@@ -28,40 +32,47 @@ namespace weft::device {
 template <typename T>
 class HalvingDoublingAllReduce {
  public:
-  WEFT_HD HalvingDoublingAllReduce(const ExchangeView& ex, const T* in, T* out, int64_t m, int64_t block)
-      : shape_(ex.nranks), me_(ex.logical), in_(in), out_(out), m_(m), block_(block) {}
+  // m elements in p blocks of `block` (the last ones shorter or empty); a
+  // piece is at most `chunk` elements.
+  WEFT_HD HalvingDoublingAllReduce(const ExchangeView& ex, const T* in, T* out, int64_t m, int64_t block,
+                                   int64_t chunk)
+      : shape_(ex.nranks), me_(ex.logical), in_(in), out_(out), m_(m), block_(block), group_(1) {
+    while (group_ * 2 <= shape_.p && (group_ * 2) * block_ <= chunk) group_ *= 2;
+  }
 
   WEFT_HD int stageCount() const { return 2 * shape_.rounds + 2; }
   WEFT_HD Stage stage(int s) const {
     const int R = shape_.rounds;
-    const int foldPieces = shape_.rem > 0 ? shape_.p : 0;
+    const int foldPieces = shape_.rem > 0 ? divUp(shape_.p, group_) : 0;
     if (s == 0) return Stage{kFoldSlot, foldPieces, true};
     if (s == 2 * R + 1) return Stage{kFoldSlot, foldPieces, false};
     const int d = distance(s);
-    return Stage{log2Of(d), d, false};
+    return Stage{log2Of(d), divUp(d, group_), false};
   }
 
-  WEFT_HD int64_t pieceLength(int L, int s, int j) const { return blockLength(sentBlock(L, s, j)); }
+  WEFT_HD int64_t pieceLength(int L, int s, int j) const {
+    int64_t at = 0;
+    return pieceRange(L, s, j, &at);
+  }
 
   template <typename Prims>
   WEFT_HD void sendPiece(Prims& prims, int s, int j) {
-    const int b = sentBlock(me_, s, j);
-    const int64_t len = blockLength(b);
+    int64_t at = 0;
+    const int64_t len = pieceRange(me_, s, j, &at);
     if (len <= 0) return;
     if (s == 0 || (halving(s) && !hasPartial(s)))
-      prims.send(in_ + offset(b), len);
+      prims.send(in_ + at, len);
     else
-      prims.directSend(out_ + offset(b), len);
+      prims.directSend(out_ + at, len);
   }
 
   template <typename Prims>
   WEFT_HD void recvPiece(Prims& prims, int s, int j) {
     const int from = source(s);
     if (from < 0) return;
-    const int b = sentBlock(from, s, j);
-    const int64_t len = blockLength(b);
+    int64_t at = 0;
+    const int64_t len = pieceRange(from, s, j, &at);
     if (len <= 0) return;
-    const int64_t at = offset(b);
     if (s == 0) return prims.recvReduceCopyInOrder(in_ + at, out_ + at, len, 1, false);
     if (!halving(s)) return prims.recv(out_ + at, len);
     const int ownAt = from < me_ ? 1 : 0;
@@ -91,30 +102,41 @@ class HalvingDoublingAllReduce {
     return shape_.partner(me_, log2Of(distance(s)));
   }
 
-  // Block that logical rank L sends as piece j of stage s; -1: none.
+  WEFT_HD static int divUp(int a, int b) { return (a + b - 1) / b; }
+
+  // First block that logical rank L sends as piece j of stage s; -1: none.
   WEFT_HD int sentBlock(int L, int s, int j) const {
     const int R = shape_.rounds;
-    if (s == 0) return shape_.foldSender(L) ? j : -1;
-    if (s == 2 * R + 1) return shape_.foldReceiver(L) ? j : -1;
+    if (s == 0) return shape_.foldSender(L) ? j * group_ : -1;
+    if (s == 2 * R + 1) return shape_.foldReceiver(L) ? j * group_ : -1;
     const int q = shape_.newRank(L);
     if (q < 0) return -1;
     const int d = distance(s);
     // Halving: the half the partner keeps. Doubling: the blocks L owns.
     const int first = halving(s) ? ((q ^ d) & ~(d - 1)) : (q & ~(d - 1));
-    return first + j;
+    return first + j * group_;
+  }
+
+  // The elements [*at, *at + length) that logical rank L sends as piece j of
+  // stage s: up to group_ consecutive blocks of the stage's (all p in a fold
+  // stage, d in a round); 0 when none.
+  WEFT_HD int64_t pieceRange(int L, int s, int j, int64_t* at) const {
+    const int b = sentBlock(L, s, j);
+    if (b < 0) return 0;
+    const int stageBlocks = s == 0 || s == 2 * shape_.rounds + 1 ? shape_.p : distance(s);
+    const int blocks = minOf(group_, stageBlocks - j * group_);
+    *at = offset(b);
+    return maxOf<int64_t>(0, minOf(offset(b + blocks), m_) - *at);
   }
 
   WEFT_HD int64_t offset(int b) const { return static_cast<int64_t>(b) * block_; }
-  WEFT_HD int64_t blockLength(int b) const {
-    if (b < 0) return 0;
-    return maxOf<int64_t>(0, minOf(block_, m_ - offset(b)));
-  }
 
   ExchangeShape shape_;
   int me_;
   const T* in_;
   T* out_;
   int64_t m_, block_;
+  int group_;  // blocks per piece, a power of two
 };
 
 template <typename T, typename StagePrims, typename RelayPrims>
@@ -130,7 +152,7 @@ WEFT_HD void halvingDoublingAllReduce(const ExchangeView& ex, const CollWork& wo
     const int64_t m = minOf(chunk * p, n - base);
     // Shrink the blocks at the tail so every participant still gets a share.
     const int64_t block = minOf(chunk, roundUp(divUp(m, static_cast<int64_t>(p)), align));
-    HalvingDoublingAllReduce<T> algo(ex, src + base, dst + base, m, block);
+    HalvingDoublingAllReduce<T> algo(ex, src + base, dst + base, m, block, chunk);
     runExchange(algo, ex, stagePrims, relayPrims);
   }
 }

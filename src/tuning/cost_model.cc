@@ -133,12 +133,10 @@ AlgoEstimate butterfly(double s, const CommShape& c, const LinkFigures& l) {
 }
 
 // Reduce-scatter by halving from distance 1 up (the largest halves stay in
-// the node), allgather by doubling back down. The round at distance d moves
-// its d blocks one piece each (device/halving_doubling.h: a piece is at most
-// a chunk), each a hand-off: 2 (p - 1) hand-offs in all, as many as the
-// ring's, not Rabenseifner's 2 log2 p. Measured so (docs/performance.md,
-// "Cost model against measurement": 8 ranks, 32 KiB, 3.5x the butterfly's
-// time when the model counted rounds).
+// the node), allgather by doubling back down: a round is one hand-off while
+// its blocks fit in a chunk (device/halving_doubling.h), which is where
+// latency matters; larger rounds take a piece per chunk, whose hand-offs the
+// bytes outweigh.
 AlgoEstimate halvingDoubling(double s, const CommShape& c, const LinkFigures& l) {
   AlgoEstimate e;
   const int rounds = floorLog2(c.nranks);
@@ -146,7 +144,7 @@ AlgoEstimate halvingDoubling(double s, const CommShape& c, const LinkFigures& l)
   for (int i = 0; i < rounds; ++i) {
     part /= 2;
     const Hop hop = exchangeHop(1 << i, c, l);
-    e.latencyUs += 2 * (1 << i) * hop.latUs;
+    e.latencyUs += 2 * hop.latUs;
     e.wireUs += 2 * usFor(part, hop.gbs);
     e.reduceUs += usFor(part, l.reduceGBs);
   }
@@ -212,9 +210,10 @@ AlgoEstimate oneShotOther(CollKind coll, double s, const CommShape& c, const Lin
 // Halving-doubling AllGather (S = all ranks' bytes): doubling pieces of
 // S/p, 2S/p, ... from distance 1 up; ReduceScatter: halving pieces of S/2,
 // S/4, ... from distance 1 up, every byte received combined. The round at
-// distance d moves d segments one piece each, each a hand-off (p - 1 in
-// all, as the ring). Ranks beyond p fold in (their part or all S) and out
-// (all S or their part).
+// distance d moves d segments one piece each (they lie `count` apart in the
+// buffers, so unlike AllReduce's blocks they cannot travel as one), each a
+// hand-off: p - 1 in all, as the ring. Ranks beyond p fold in (their part
+// or all S) and out (all S or their part).
 AlgoEstimate halvingDoublingOther(CollKind coll, double s, const CommShape& c, const LinkFigures& l) {
   AlgoEstimate e;
   const int rounds = floorLog2(c.nranks);

@@ -125,8 +125,8 @@ TEST(TuningFile, DefaultsAreTheHostFigures) {
 }
 
 // A machine whose hand-offs are slow: 8 ranks of one node pick the
-// butterfly's 3 rounds over the ring's 14 hand-offs at 64 KiB, and 4 ranks
-// keep one-shot's single hand-off to a larger size.
+// butterfly's 3 rounds over halving-doubling's 6 at 64 KiB, and 4 ranks keep
+// one-shot's single hand-off to a larger size.
 TEST(TuningFile, SlowHandOffsMoveSmallAllReduceToFewerRounds) {
   const TuningFigures slow = parseOk("version 1\nshm.simple.latency_us 200\n");
   const AlgoFilter all;
@@ -135,12 +135,12 @@ TEST(TuningFile, SlowHandOffsMoveSmallAllReduceToFewerRounds) {
                                       modelLinks(kDefaults, LinkType::kShm, 0, false), all, false, false, true);
   const Choice slowed = chooseAlgorithm(CollKind::kAllReduce, 64 << 10, eight,
                                         modelLinks(slow, LinkType::kShm, 0, false), all, false, false, true);
-  EXPECT_EQ(fast.algo, Algorithm::kRing) << describeEstimates(fast);
+  EXPECT_EQ(fast.algo, Algorithm::kHalvingDoubling) << describeEstimates(fast);
   EXPECT_EQ(slowed.algo, Algorithm::kButterfly) << describeEstimates(slowed);
   // The figures of the other link type do not matter here.
   const Choice threads = chooseAlgorithm(CollKind::kAllReduce, 64 << 10, eight,
                                          modelLinks(slow, LinkType::kThreads, 0, false), all, false, false, true);
-  EXPECT_EQ(threads.algo, Algorithm::kRing) << describeEstimates(threads);
+  EXPECT_EQ(threads.algo, Algorithm::kHalvingDoubling) << describeEstimates(threads);
 }
 
 // A channel whose start-up is long needs more bytes before it pays.
