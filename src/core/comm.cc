@@ -119,10 +119,10 @@ void Channel::buildExchangeView(int rank) const {
   ex.scratchBytes = static_cast<uint64_t>(exchangeScratchBytes);
 }
 
-device::FifoEnd* Channel::deviceEndOf(const device::FifoEnd* end) const {
+const transport::Connection* Channel::connectionOf(const device::FifoEnd* end) const {
   for (const auto* side : {&send, &recv})
     for (const auto& conn : *side)
-      if (conn && &conn->end == end) return conn->deviceEnd;
+      if (conn && &conn->end == end) return conn.get();
   return nullptr;
 }
 
@@ -131,7 +131,8 @@ Status Channel::mirroredAlgos(int rank, const int32_t* physical, void* scratch, 
   int missing = 0;
   auto mirror = [&](device::FifoEnd*& end) {
     if (end == nullptr) return;
-    end = deviceEndOf(end);
+    const transport::Connection* conn = connectionOf(end);
+    end = conn != nullptr ? conn->deviceEnd : nullptr;
     missing += end == nullptr ? 1 : 0;
   };
   device::ExchangeView& ex = out->exchange;

@@ -103,8 +103,8 @@ struct Channel {
   uint64_t viewGeneration() const { return viewGeneration_; }
   // Whether an exchange, the hierarchical ring or the torus is connected here.
   bool hasAlgoViews() const { return exchangeConnected || hierConnected || torusConnected; }
-  // The device mirror of one of this channel's FIFO ends; null if none.
-  device::FifoEnd* deviceEndOf(const device::FifoEnd* end) const;
+  // The connection whose host FIFO end is `end`; null if none of this channel's.
+  const transport::Connection* connectionOf(const device::FifoEnd* end) const;
   // The views of the exchanges, hierarchical ring and torus for `rank` with
   // device pointers: each FIFO end's mirror, `physical` for the exchange
   // order and `scratch` (exchangeScratchBytes long) for the ReduceScatter's.

@@ -223,10 +223,8 @@ void bindP2p(Comm* comm, Plan* plan, bool onDevice) {
 }
 
 transport::NetLink* netLinkOf(const Channel& channel, const device::FifoEnd* end) {
-  for (const auto* side : {&channel.send, &channel.recv})
-    for (const auto& conn : *side)
-      if (conn && &conn->end == end) return conn->netLink;
-  return nullptr;
+  const transport::Connection* conn = channel.connectionOf(end);
+  return conn != nullptr ? conn->netLink : nullptr;
 }
 
 // Tells the proxy how many FIFO steps each network link moves in this launch.

@@ -11,21 +11,13 @@
 
 #include "core/comm.h"
 #include "gpu/gpu_util.h"
+#include "unit/scoped_env.h"
 #include "weft.h"
 
 namespace weft::test {
 namespace {
 
-class Env {
- public:
-  Env(const char* name, const char* value) : name_(name) {
-    if (value != nullptr) setenv(name, value, 1);
-  }
-  ~Env() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using Env = weft::testing::ScopedEnv;
 
 struct AlgoCase {
   const char* algo;     // NCCL_ALGO

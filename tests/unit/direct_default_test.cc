@@ -14,20 +14,12 @@
 #include "core/channels.h"
 #include "core/comm.h"
 #include "nccl.h"
+#include "scoped_env.h"
 
 namespace weft::core {
 namespace {
 
-class Env {
- public:
-  Env(const char* name, const char* value) : name_(name) {
-    if (value != nullptr) setenv(name, value, 1);
-  }
-  ~Env() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using Env = weft::testing::ScopedEnv;
 
 // Runs one 1 MiB AllReduce on 2 thread ranks; returns the direct calls
 // counted on rank 0's ring links and checks the sums.
@@ -67,7 +59,6 @@ TEST(DirectDefault, HostRunsDirectUnlessTurnedOff) {
   Env algo("NCCL_ALGO", "Ring");
   {
     Env unset("WEFT_DIRECT", nullptr);
-    unsetenv("WEFT_DIRECT");
     EXPECT_GT(directCallsOfOneAllReduce(), 0u) << "WEFT_DIRECT unset";
   }
   {

@@ -13,35 +13,11 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "scoped_env.h"
 #include "transport/net/net_v8.h"
 #include "transport/net/socket_net.h"
 
 namespace weft::testing {
-
-// Sets (value) or unsets (nullptr) an environment variable until the end of
-// the scope, then restores what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 // The socket network, initialised once per process on the loopback interface
 // only (its interface list is cached at the first init). Device 0 is "lo".

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/planner.h"
+#include "plan_one.h"
 
 namespace weft::core {
 namespace {
@@ -41,17 +42,7 @@ struct Planned {
 };
 
 Planned planOne(const PlanInputs& in, device::Func func, device::RedOpKind op, size_t count) {
-  static int32_t buffer[1 << 16];
-  CollTask task{};
-  task.func = func;
-  task.sendbuff = buffer;
-  task.recvbuff = buffer;
-  task.count = count;
-  task.dtype = ncclInt32;
-  task.op.kind = op;
-  Plan plan;
-  EXPECT_TRUE(planTasks(in, {task}, {}, &plan).ok());
-  EXPECT_FALSE(plan.channels.empty() || plan.channels[0].empty());
+  const Plan plan = planOneTask(in, func, ncclInt32, op, count);
   if (plan.channels.empty() || plan.channels[0].empty()) return {device::Algo::kRing, false, false, false};
   return {plan.channels[0][0].coll.algo, !plan.exchangeChannels.empty(), !plan.hierChannels.empty(),
           !plan.torusChannels.empty()};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/planner.h"
+#include "plan_one.h"
 
 namespace weft::core {
 namespace {
@@ -23,17 +24,8 @@ PlanInputs inputs(const tuning::ProtoFilter* filter) {
 }
 
 device::CollWork planOne(const PlanInputs& in, device::Func func, size_t count) {
-  static float buffer[4];
-  CollTask task{};
-  task.func = func;
-  task.sendbuff = buffer;
-  task.recvbuff = buffer;
-  task.count = count;
-  task.dtype = ncclFloat32;
-  task.op.kind = device::RedOpKind::kSum;
-  Plan plan;
-  EXPECT_TRUE(planTasks(in, {task}, {}, &plan).ok());
-  EXPECT_FALSE(plan.channels.empty() || plan.channels[0].empty());
+  const Plan plan = planOneTask(in, func, ncclFloat32, device::RedOpKind::kSum, count);
+  if (plan.channels.empty() || plan.channels[0].empty()) return device::CollWork{};
   return plan.channels[0][0].coll;
 }
 
