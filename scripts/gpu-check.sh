@@ -37,14 +37,17 @@ for np in 1 4; do
   WEFT_BACKEND=cuda "$dir/bin/weft-perf" allreduce -b 8 -e 256M -f 8 -c 1 -np "$np" --threads >"$out/weft-perf-$np.log" 2>&1
   note "weft-perf allreduce cuda $np rank(s) on GPU 0: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-$np.log")"
 done
-# What the cuda backend runs only when asked: each extra algorithm, and
-# direct mode, against the default at 4 ranks on GPU 0 (checked: -c 1).
-for variant in default NCCL_ALGO=Butterfly NCCL_ALGO=HalvingDoubling NCCL_ALGO=Torus2D WEFT_DIRECT=1; do
+# What the cuda backend runs only when asked: each extra algorithm, one-shot
+# under both protocols, LL on the ring, and direct mode, against the default
+# at 4 ranks on GPU 0 (checked: -c 1). A variant is settings joined by '+'.
+for variant in default NCCL_ALGO=Butterfly NCCL_ALGO=HalvingDoubling NCCL_ALGO=Torus2D NCCL_ALGO=OneShot \
+  NCCL_ALGO=OneShot+NCCL_PROTO=LL NCCL_ALGO=Ring+NCCL_PROTO=LL WEFT_DIRECT=1; do
   settings=()
-  [ "$variant" != default ] && settings=("$variant")
+  [ "$variant" != default ] && IFS='+' read -ra settings <<<"$variant"
+  log="$out/weft-perf-4-${variant//[^A-Za-z0-9_]/_}.log"
   env WEFT_BACKEND=cuda ${settings[@]+"${settings[@]}"} "$dir/bin/weft-perf" allreduce -b 8 -e 64M -f 8 -c 1 -np 4 --threads \
-    >"$out/weft-perf-4-$variant.log" 2>&1
-  note "weft-perf allreduce cuda 4 ranks, $variant: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-4-$variant.log")"
+    >"$log" 2>&1
+  note "weft-perf allreduce cuda 4 ranks, $variant: exit $?; $(grep 'Avg bus bandwidth' "$log")"
 done
 
 if [ -n "$binaries" ]; then

@@ -165,7 +165,16 @@ Status Channel::mirroredAlgos(int rank, const int32_t* physical, void* scratch, 
 
 device::ChannelView Channel::deviceView(int rank) const {
   device::ChannelView v = buildView(rank);
-  v.nFlat = 0;  // the cuda team runs no one-shot algorithm (cuda_coop.cuh)
+  // One-shot's peers, in the order buildView listed them.
+  if (v.nFlat > 0) {
+    int i = 0;
+    for (int peer = 0; peer < ring.nranks; ++peer) {
+      if (peer == rank) continue;
+      v.flatRecv[i] = recv[static_cast<size_t>(peer)]->deviceEnd;
+      v.flatSend[i] = send[static_cast<size_t>(peer)]->deviceEnd;
+      i += 1;
+    }
+  }
   // The exchanges, hierarchical ring and torus: their mirror, made before the
   // launch (cudaMirrorAlgoViews).
   v.algos = deviceAlgos.empty() ? nullptr : static_cast<const device::AlgoViews*>(deviceAlgos.back().get());

@@ -22,14 +22,13 @@ PlanInputs planInputs(const Comm& comm) {
                 comm.minChannels, comm.stepBytes, comm.chunkSteps};
   in.shape = tuning::Shape{comm.nranks, comm.nnodes, comm.ranksPerNode, comm.treeDepth};
   in.algoFilter = &comm.algoFilter;
-  // One-shot runs on the host backend only for now (cuda_coop.cuh).
   in.treesAvailable = comm.treeDepth > 0;
   // One-shot talks to every peer: not with broken links.
-  in.oneShotAvailable = comm.backend == weftBackendHost && comm.brokenLinks.empty();
-  // Butterfly, halving-doubling, the hierarchical ring and the 2D torus:
-  // both teams; the cuda kernels have them for the sum and AllGather only
-  // (cuda_coop.cuh), and take them only when NCCL_ALGO names them until
-  // they have been measured on a GPU.
+  in.oneShotAvailable = comm.brokenLinks.empty();
+  // One-shot, butterfly, halving-doubling, the hierarchical ring and the 2D
+  // torus: both teams; the cuda kernels have them for the sum and the
+  // data-only calls only (cuda_coop.cuh), and take them only when NCCL_ALGO
+  // names them until they have been measured on a GPU.
   in.exchangeAvailable = comm.exchangePlan != nullptr;
   in.hierAvailable = comm.hierPlan != nullptr;
   in.torusAvailable = comm.torusPlan != nullptr;

@@ -88,8 +88,8 @@ bool llChoosable(const PlanInputs& in, const device::CollWork& work) {
          f.allows(coll, tuning::Protocol::kSimple);
 }
 
-// Whether the backend may run one of `algos` (exchanges, hierarchical ring,
-// torus) for this call: a kernel for its op, and NCCL_ALGO naming one of
+// Whether the backend may run one of `algos` (one-shot, exchanges,
+// hierarchical ring, torus) for this call: a kernel for its op, and NCCL_ALGO naming one of
 // them where the backend asks for that (PlanInputs::extraNamedOnly).
 bool extraOffered(const PlanInputs& in, const tuning::AlgoFilter& filter, const device::CollWork& work,
                   std::initializer_list<tuning::Algorithm> algos) {
@@ -112,8 +112,9 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
                         extraOffered(in, filter, *work, {Algorithm::kButterfly, Algorithm::kHalvingDoubling});
   const bool hier = in.hierAvailable && extraOffered(in, filter, *work, {Algorithm::kHierarchicalRing});
   const bool torus = in.torusAvailable && extraOffered(in, filter, *work, {Algorithm::kTorus2D});
+  const bool oneShot = in.oneShotAvailable && extraOffered(in, filter, *work, {Algorithm::kOneShot});
   const tuning::Choice choice = tuning::chooseAlgorithm(
-      collKind(work->func), totalBytes, in.shape, simple, filter, in.treesAvailable, in.oneShotAvailable, exchange,
+      collKind(work->func), totalBytes, in.shape, simple, filter, in.treesAvailable, oneShot, exchange,
       hier, torus ? in.torus : tuning::TorusShape{0, 0}, llChoosable(in, *work) ? &ll : nullptr);
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),

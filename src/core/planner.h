@@ -29,7 +29,7 @@ struct PlanInputs {
   tuning::Shape shape{1, 1, 1, 0};  // nodes, ranks per node, tree depth
   const tuning::AlgoFilter* algoFilter = nullptr;
   bool treesAvailable = false;    // the backend runs trees and the channels have them
-  bool oneShotAvailable = false;  // the backend runs one-shot AllReduce
+  bool oneShotAvailable = false;  // the backend runs one-shot (cuda: as the extras below)
   bool oversubscribed = false;    // ranks outnumber cores: every hand-off waits for a core
   // The cost model's figures (WEFT_TUNING_FILE or the backend's defaults;
   // null: the host backend's defaults) and how ranks of a node reach each
@@ -49,8 +49,8 @@ struct PlanInputs {
   // through mapped segments or cross-memory attach), else through the slots.
   bool directPossible = false;
   bool torusAvailable = false;     // the backend runs the 2D torus and the communicator has a grid
-  // The backend has the exchanges, hierarchical ring and torus for the sum
-  // and data-only calls only (extraSumOnly), and takes them only where
+  // The backend has one-shot, the exchanges, hierarchical ring and torus for
+  // the sum and data-only calls only (extraSumOnly), and takes them only where
   // NCCL_ALGO names them (extraNamedOnly): the cuda backend's, not yet
   // measured on a GPU.
   bool extraSumOnly = false;

@@ -223,21 +223,22 @@ template <typename T, RedOpKind K, typename Coop, typename P>
 WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const CollWork& work) {
   // Trees, one-shot, the pairwise exchanges and the hierarchical ring (and
   // the 2D torus, its relative) are instantiated only for teams that declare
-  // them (trees and the last three: both, the last three for the sum alone
-  // on the cuda team; one-shot: the host team); the planner never gives them
-  // to a backend whose team lacks them. The exchanges, the hierarchical ring
-  // and the torus run under Simple only.
+  // them (all of them: both teams; all but trees for the sum alone on the
+  // cuda team); the planner never gives them to a backend whose team lacks
+  // them. The exchanges, the hierarchical ring and the torus run under
+  // Simple only.
   if constexpr (Coop::kHasTree) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
-  if constexpr (Coop::kHasOneShot) {
+  constexpr bool kOpHasExtras = K == RedOpKind::kSum || !Coop::kExtraSumOnly;
+  if constexpr (Coop::kHasOneShot && kOpHasExtras) {
     if (work.algo == Algo::kOneShot && work.func == Func::kAllReduce)
       return runOneShotAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
     if (work.algo == Algo::kOneShot && work.func == Func::kReduceScatter)
       return runOneShotReduceScatter<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
-  constexpr bool kExtra = std::is_same_v<P, ProtoSimple> && (K == RedOpKind::kSum || !Coop::kExtraSumOnly);
+  constexpr bool kExtra = std::is_same_v<P, ProtoSimple> && kOpHasExtras;
   if constexpr (Coop::kHasExchange && kExtra) {
     if (isExchange(work.algo) && work.func == Func::kAllReduce)
       return runExchangeAlgo<T>(coop, channel, work, makeOp<T, K>(work));

@@ -1,5 +1,5 @@
-// The butterfly, halving-doubling, hierarchical ring and 2D torus on the
-// cuda backend (ranks as threads sharing GPU 0), each named in NCCL_ALGO as
+// The butterfly, halving-doubling, hierarchical ring, 2D torus and one-shot
+// on the cuda backend (ranks as threads sharing GPU 0), each named in NCCL_ALGO as
 // the cuda backend requires: AllReduce sums in and out of place at sizes
 // below, across and far beyond a chunk, ReduceScatter and AllGather where
 // halving-doubling serves them, and a max, which the cuda kernels run on
@@ -153,6 +153,68 @@ TEST(GpuDirect, RingCallsWriteIntoThePeersBuffers) {
       }
       EXPECT_GT(deviceDirectCalls(comm), 0u) << n << " ranks, rank " << r << ": no call ran in direct mode";
     });
+  }
+}
+
+// One-shot (named, as the cuda backend requires) on 2 to 4 ranks sharing
+// the GPU, under Simple and LL: AllReduce sums in and out of place, and at
+// 3 and 4 ranks AllGather, ReduceScatter and Broadcast from every root
+// (at 2 ranks those are the ring). A max runs on the ring (the kernels have
+// one-shot for the sum only).
+TEST(GpuOneShot, ResultsMatchTheReferenceUnderBothProtocols) {
+  WEFT_REQUIRE_GPU();
+  Env algo("NCCL_ALGO", "allreduce:OneShot;allgather:OneShot;reducescatter:OneShot;broadcast:OneShot");
+  Env buff("NCCL_BUFFSIZE", "65536");
+  for (const char* proto : {"Simple", "LL"}) {
+    Env protocol("NCCL_PROTO", proto);
+    for (int n : {2, 3, 4}) {
+      const int32_t ranksSum = n * (n + 1) / 2;
+      onRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) {
+        for (size_t count : {size_t{1}, size_t{2}, size_t{1001}, size_t{20011}}) {
+          std::vector<int32_t> host(count);
+          for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
+          DeviceBuffer<int32_t> send(count), recv(count), inplace(count);
+          send.upload(host);
+          inplace.upload(host);
+          NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+          NCCL_OK(ncclAllReduce(inplace.get(), inplace.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+          CUDA_OK(cudaStreamSynchronize(stream));
+          const std::vector<int32_t> out = recv.download(), in = inplace.download();
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(out[i], static_cast<int32_t>((i % 1000) + 1) * ranksSum)
+                << proto << ", " << n << " ranks, rank " << r << " element " << i;
+            ASSERT_EQ(in[i], out[i]) << "in place, " << proto << ", rank " << r << " element " << i;
+          }
+          NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclMax, comm, stream), comm);
+          CUDA_OK(cudaStreamSynchronize(stream));
+          const std::vector<int32_t> top = recv.download();
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(top[i], input(n - 1, i)) << "max, rank " << r;
+          DeviceBuffer<int32_t> all(count * static_cast<size_t>(n)), mine(count);
+          NCCL_OK(ncclAllGather(send.get(), all.get(), count, ncclInt32, comm, stream), comm);
+          CUDA_OK(cudaStreamSynchronize(stream));
+          const std::vector<int32_t> gathered = all.download();
+          for (int q = 0; q < n; ++q)
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(gathered[static_cast<size_t>(q) * count + i], input(q, i)) << "allgather, " << proto;
+          NCCL_OK(ncclReduceScatter(all.get(), mine.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+          CUDA_OK(cudaStreamSynchronize(stream));
+          const std::vector<int32_t> scattered = mine.download();
+          for (size_t i = 0; i < count; ++i)
+            ASSERT_EQ(scattered[i], input(r, i) * n) << "reducescatter, " << proto << ", rank " << r << " " << i;
+          for (int root = 0; root < n; ++root) {
+            DeviceBuffer<int32_t> bcast(count);
+            NCCL_OK(ncclBroadcast(send.get(), bcast.get(), count, ncclInt32, root, comm, stream), comm);
+            CUDA_OK(cudaStreamSynchronize(stream));
+            const std::vector<int32_t> got = bcast.download();
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(got[i], input(root, i)) << "broadcast from " << root << ", " << proto << ", rank " << r;
+          }
+        }
+        bool flat = false;
+        for (const core::Channel& channel : core::asComm(comm)->channels) flat = flat || channel.flatConnected;
+        EXPECT_TRUE(flat) << proto << ", " << n << " ranks, rank " << r << ": one-shot never ran";
+      });
+    }
   }
 }
 

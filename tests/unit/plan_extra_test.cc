@@ -1,4 +1,4 @@
-// Who gets the butterfly, halving-doubling, hierarchical ring and 2D torus:
+// Who gets one-shot, the butterfly, halving-doubling, hierarchical ring and 2D torus:
 // the host backend whenever the model or NCCL_ALGO picks them, for every
 // op; the cuda backend (PlanInputs::extraSumOnly, extraNamedOnly) only when
 // NCCL_ALGO names them, and only for the sum and the data-only calls, whose
@@ -105,6 +105,47 @@ TEST(PlanExtra, CudaTakesThemOnlyWhenNamed) {
     }
   }
   EXPECT_TRUE(hostTookOne);
+}
+
+// One-shot on 4 ranks of one node: as the extras, the cuda backend takes it
+// only when NCCL_ALGO names it, for the sum and the data-only calls; the
+// host's model takes it by itself for small calls.
+PlanInputs oneNode(bool cuda, const tuning::AlgoFilter* filter) {
+  PlanInputs in{0, 4, 1, 1, 8192, 4};
+  in.shape = tuning::Shape{4, 1, 4, 0};
+  in.algoFilter = filter;
+  in.oneShotAvailable = true;
+  in.extraSumOnly = cuda;
+  in.extraNamedOnly = cuda;
+  return in;
+}
+
+TEST(PlanExtra, OneShotOnCudaWhenNamedForTheSumAndDataOnlyCalls) {
+  const tuning::AlgoFilter named =
+      filterOf("allreduce:OneShot;allgather:OneShot;reducescatter:OneShot;broadcast:OneShot");
+  for (Func func : {Func::kAllReduce, Func::kAllGather, Func::kReduceScatter, Func::kBroadcast})
+    for (bool cuda : {false, true}) {
+      const Plan plan = planOneTask(oneNode(cuda, &named), func, ncclInt32, RedOpKind::kSum, 256);
+      ASSERT_FALSE(plan.channels.empty() || plan.channels[0].empty());
+      EXPECT_EQ(plan.channels[0][0].coll.algo, Algo::kOneShot) << static_cast<int>(func) << (cuda ? " cuda" : " host");
+      EXPECT_FALSE(plan.flatChannels.empty()) << static_cast<int>(func);
+    }
+  // Max: not in the cuda kernels' one-shot; the host runs it.
+  for (Func func : {Func::kAllReduce, Func::kReduceScatter}) {
+    const Plan cuda = planOneTask(oneNode(true, &named), func, ncclInt32, RedOpKind::kMax, 256);
+    EXPECT_EQ(cuda.channels[0][0].coll.algo, Algo::kRing) << static_cast<int>(func);
+    EXPECT_TRUE(cuda.flatChannels.empty()) << static_cast<int>(func);
+    const Plan host = planOneTask(oneNode(false, &named), func, ncclInt32, RedOpKind::kMax, 256);
+    EXPECT_EQ(host.channels[0][0].coll.algo, Algo::kOneShot) << static_cast<int>(func);
+  }
+  // Unnamed: never on cuda; the host's model takes it for small sums.
+  for (size_t count : {size_t{1}, size_t{64}, size_t{1024}}) {
+    const Plan cuda = planOneTask(oneNode(true, nullptr), Func::kAllReduce, ncclInt32, RedOpKind::kSum, count);
+    EXPECT_NE(cuda.channels[0][0].coll.algo, Algo::kOneShot) << count;
+    EXPECT_TRUE(cuda.flatChannels.empty()) << count;
+  }
+  const Plan host = planOneTask(oneNode(false, nullptr), Func::kAllReduce, ncclInt32, RedOpKind::kSum, 1);
+  EXPECT_EQ(host.channels[0][0].coll.algo, Algo::kOneShot);
 }
 
 }  // namespace

@@ -22,10 +22,12 @@ namespace weft::device {
 class CudaCoop {
  public:
   // Tree AllReduce is instantiated in every reducing kernel (communicators
-  // across nodes get double binary trees). One-shot is not yet: the planner
-  // keeps cuda communicators within a node on rings.
+  // across nodes get double binary trees). One-shot (2 to 4 ranks of a
+  // node, under Simple and LL) in the sum's kernels and the data-only kernel
+  // only, as the exchanges below (kExtraSumOnly), and taken only where
+  // NCCL_ALGO names it until it has been measured on a GPU.
   static constexpr bool kHasTree = true;
-  static constexpr bool kHasOneShot = false;
+  static constexpr bool kHasOneShot = true;
   // LL (prims_ll.h, 16-byte lines): ring and tree kernels under LL too, for
   // the data-only collectives and the sum only: LL for every op would
   // triple the kernels' build time (the planner keeps the other ops on
@@ -44,10 +46,11 @@ class CudaCoop {
   }
   __host__ __device__ DirectWay resolveDirect(int, const DirectPost&, uint64_t*) const { return DirectWay::kSlot; }
   __host__ __device__ bool crossWrite(int, const void*, uint64_t, void*, uint64_t) const { return false; }
-  // Butterfly, halving-doubling, the hierarchical ring and the 2D torus:
-  // in the sum's kernels and the data-only kernel (AllGather by doubling)
-  // only, as LL: every op would add a third to the kernels' build time (the
-  // planner keeps the other ops on rings and trees: PlanInputs::extraSumOnly).
+  // Butterfly, halving-doubling, the hierarchical ring and the 2D torus (and
+  // one-shot, above): in the sum's kernels and the data-only kernel
+  // (AllGather by doubling, one-shot AllGather and Broadcast) only, as LL:
+  // every op would add a third to the kernels' build time (the planner keeps
+  // the other ops on rings and trees: PlanInputs::extraSumOnly).
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
   static constexpr bool kExtraSumOnly = true;
