@@ -49,6 +49,13 @@ for variant in default NCCL_ALGO=Butterfly NCCL_ALGO=HalvingDoubling NCCL_ALGO=T
     >"$log" 2>&1
   note "weft-perf allreduce cuda 4 ranks, $variant: exit $?; $(grep 'Avg bus bandwidth' "$log")"
 done
+# Processes sharing GPU 0 in direct mode: buffers in windows (-R 2, written
+# through the peers' CUDA IPC mappings) against unregistered ones (slots).
+for reg in 0 2; do
+  log="$out/weft-perf-2proc-direct-R$reg.log"
+  WEFT_BACKEND=cuda WEFT_DIRECT=1 "$dir/bin/weft-perf" allreduce -b 1M -e 256M -f 4 -c 1 -np 2 -R "$reg" >"$log" 2>&1
+  note "weft-perf allreduce cuda 2 processes, WEFT_DIRECT=1 -R $reg: exit $?; $(grep 'Avg bus bandwidth' "$log")"
+done
 
 if [ -n "$binaries" ]; then
   bench/nccl-tests.sh "$binaries" --build-dir "$dir" --out "$out/nccl-tests" --compare >"$out/nccl-tests.log" 2>&1

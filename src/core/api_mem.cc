@@ -36,12 +36,16 @@ namespace weft::core {
 // path: direct mode between processes finds ncclMemAlloc memory by address
 // (the segment table) whether registered or not, and reaches other buffers
 // by cross-memory attach where enabled, else through the FIFO
-// (docs/fifo-protocol.md, "Direct mode between processes").
+// (docs/fifo-protocol.md, "Direct mode between processes"). On the cuda
+// backend a window is collective and makes the buffer reachable by the
+// node's peers in other processes (cudaWindowRegister); ncclCommRegister
+// stays bookkeeping there.
 struct Registration {
   uint64_t magic;
   ncclComm_t comm;
   void* buff;
   size_t size;
+  uint64_t windowId;  // cuda backend windows: the id cudaWindowRegister gave (0: none)
 };
 constexpr uint64_t kRegMagic = 0x5765667452656721ull;
 
@@ -121,7 +125,7 @@ weft::Status registerBuffer(ncclComm_t comm, void* buff, size_t size, Registrati
   WEFT_RETURN_IF_ERROR(checkComm(comm));
   if (buff == nullptr && size > 0)
     return weft::errorStatus(ncclInvalidArgument, "buff is NULL with size %zu, expected a buffer", size);
-  *out = Registration{kRegMagic, comm, buff, size};
+  *out = Registration{kRegMagic, comm, buff, size, 0};
   return weft::okStatus();
 }
 
@@ -167,6 +171,9 @@ WEFT_NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff,
                                "winFlags is 0x%x, expected NCCL_WIN_DEFAULT or NCCL_WIN_COLL_SYMMETRIC", winFlags);
     auto reg = std::make_unique<ncclWindow>();
     WEFT_RETURN_IF_ERROR(registerBuffer(comm, buff, size, reg.get()));
+    if (asComm(comm)->backend == weftBackendCuda) {
+      WEFT_ASSIGN_OR_RETURN(reg->windowId, cudaWindowRegister(asComm(comm), buff, size));
+    }
     *win = reg.release();
     return weft::okStatus();
   });
@@ -175,6 +182,7 @@ WEFT_NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff,
 WEFT_NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   return apiCall("ncclCommWindowDeregister", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkRegistration(comm, win, "win"));
+    if (win->windowId != 0) WEFT_RETURN_IF_ERROR(cudaWindowDeregister(asComm(comm), win->windowId));
     win->magic = 0;
     delete win;
     return weft::okStatus();

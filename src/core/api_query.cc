@@ -101,8 +101,9 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
     if (len == 0) return weft::errorStatus(ncclInvalidArgument, "len is 0, expected room for at least a NUL byte");
     const Comm* c = asComm(comm);
     std::string text =
-        weft::strFormat("rank %d of %d, backend host, %zu channels (min %d), step %lld bytes", c->rank, c->nranks,
-                        c->channels.size(), c->minChannels, static_cast<long long>(c->stepBytes));
+        weft::strFormat("rank %d of %d, backend %s, %zu channels (min %d), step %lld bytes", c->rank, c->nranks,
+                        c->backend == weftBackendCuda ? "cuda" : "host", c->channels.size(), c->minChannels,
+                        static_cast<long long>(c->stepBytes));
     for (const Channel& ch : c->channels) {
       text += weft::strFormat("; channel %d ring", ch.id);
       for (int r : ch.ringOrder) text += " " + std::to_string(r);
@@ -119,6 +120,11 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
           static_cast<unsigned long long>(d.mapped), static_cast<unsigned long long>(d.crossMemory),
           static_cast<unsigned long long>(d.slots), static_cast<unsigned long long>(d.refusedSteps),
           c->directPeers->mappedSegments());
+    }
+    if (c->backend == weftBackendCuda && c->cuda) {
+      WEFT_ASSIGN_OR_RETURN(const uint64_t mapped, cudaDirectMappedCalls(*c));
+      text += weft::strFormat("; direct between processes: %llu link-calls into mapped windows, %zu windows",
+                              static_cast<unsigned long long>(mapped), c->cuda->windows.size());
     }
     std::snprintf(buf, len, "%s", text.c_str());
     return weft::okStatus();

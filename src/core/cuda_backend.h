@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "core/planner.h"
+#include "core/window_table.h"
 #include "device/backend/cuda/kernel_args.h"
 #include "device/backend/cuda/runtime.h"
 #include "weft.h"
@@ -55,6 +56,13 @@ struct CudaState {
   cuda::Stream lastStream = nullptr;
   bool launched = false;
   std::unique_ptr<device::KernelArgs> args;  // reused launch parameters (31 KB)
+  // Registered windows (ncclCommWindowRegister; core/cuda_windows.cc), and
+  // the kernels' table of them in device memory (null: none). Older tables
+  // are kept while the communicator lives: a captured graph may read one.
+  std::vector<std::unique_ptr<CudaWindow>> windows;
+  uint64_t nextWindowId = 1;
+  std::shared_ptr<void> windowTable;
+  std::vector<std::shared_ptr<void>> retiredWindowTables;
 };
 
 // Chooses the backend for a new communicator: cuda when built with CUDA and
@@ -96,6 +104,23 @@ Status cudaCheckCapture(const Comm& comm);
 // or once the network failed (the proxy told the kernels to stop), the wait
 // gives up after a bound.
 Status cudaWaitIdle(Comm* comm, bool aborting);
+
+// Windows on a cuda communicator (ncclCommWindowRegister/Deregister).
+// Registering is collective: every rank's buffer is all-gathered, and each
+// rank maps its local peers' buffers of other processes through CUDA IPC
+// (core/window_table.h), so direct calls between processes on this node
+// write into a peer's window (device/windows.h). Inside a group the exchange
+// runs at the group's end, concurrently for every communicator. Returns the
+// window's id (the same on every rank).
+Result<uint64_t> cudaWindowRegister(Comm* comm, void* buff, size_t size);
+// Waits for the communicator's kernels, then drops the window and this
+// rank's mappings of its peers' buffers.
+Status cudaWindowDeregister(Comm* comm, uint64_t id);
+
+// Link-calls this rank's kernels wrote straight into a peer's window in
+// another process (FifoEnd::directMapped of the device ends), for
+// weftCommDescribe.
+Result<uint64_t> cudaDirectMappedCalls(const Comm& comm);
 
 // Buffers must suit the backend: device-reachable memory for cuda, host
 // memory for host. The message names the argument, the pointer and its kind.

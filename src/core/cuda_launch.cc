@@ -55,6 +55,7 @@ Status launchRound(Comm& comm, const Batch& batch, const Plan& plan, uint32_t sk
   args.abortFlag = comm.cuda->abortDevice;
   args.reports = comm.cuda->reportsDevice;
   args.timeoutNs = comm.waitConfig.timeoutNs;
+  args.windows = static_cast<const device::WindowTable*>(comm.cuda->windowTable.get());
   int nblocks = 0;
   uint32_t nitems = 0;
   for (size_t c = 0; c < plan.channels.size(); ++c) {

@@ -149,6 +149,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     // only after this one, which needs our steps on every link we send on.
     // (Between processes each thread thus asks Coop::resolveDirect itself.)
     if (!coop_.leader()) peersPosted();
+    if (coop_.leader())
+      for (int i = 0; i < kMaxSend && i < nSend_; ++i)
+        if (send_[i].reach == kReachShared && way_[i] == DirectWay::kPointer) send_[i].directMapped += 1;
     return true;
   }
 

@@ -132,10 +132,14 @@ struct FifoEnd {
   int64_t llStepBytes;
   uint64_t llStep;  // producer: LL steps written; consumer: LL steps read
   uint64_t llSeen;  // producer: llHead as last read
-  // Direct mode: the shared mailbox and the direct calls made on this end.
+  // Direct mode: the shared mailbox and the direct calls made on this end;
+  // on a producer's end between processes (kReachShared), the calls whose
+  // way was a pointer into the consumer's buffer (a mapped segment or
+  // window), which tests read to see that path ran.
   uint64_t* directSeq;
   uint64_t* directBase;
   uint64_t directCalls;
+  uint64_t directMapped;
 };
 
 // Writes a working copy's position back to the end it was loaded from.
@@ -145,6 +149,7 @@ WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
   orig->llStep = local.llStep;
   orig->llSeen = local.llSeen;
   orig->directCalls = local.directCalls;
+  orig->directMapped = local.directMapped;
 }
 
 WEFT_HD char* fifoSlot(const FifoEnd& end) {

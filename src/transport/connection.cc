@@ -23,6 +23,7 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->directSeq = &control->directSeq;
   end->directBase = &control->directBase;
   end->directCalls = 0;
+  end->directMapped = 0;
 }
 
 }  // namespace weft::transport

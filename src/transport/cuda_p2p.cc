@@ -7,7 +7,10 @@
 // any user buffer of one is a pointer the other's kernel can write, device
 // memory or mapped host memory alike. Across GPUs, even in one process, the
 // links stay on the slots: peer access covers cudaMalloc memory but not a
-// stream-ordered pool's (cudaMallocAsync) unless the pool grants it.
+// stream-ordered pool's (cudaMallocAsync) unless the pool grants it. Between
+// processes (reach kReachShared) only outputs in registered windows are
+// written directly, through the writer's IPC mapping of the window
+// (device/windows.h); other outputs go through the slots.
 #include <unistd.h>
 
 #include <cstring>
@@ -53,7 +56,10 @@ std::map<void*, std::shared_ptr<void>>& registry() {
 }
 
 // Both ends decide alike from the same facts (one process, one device).
-bool directReach(const LinkSpec& link) { return link.peerInProcess && link.peerCudaDev == link.cudaDev; }
+int32_t directReach(const LinkSpec& link) {
+  if (!link.peerInProcess) return device::kReachShared;
+  return link.peerCudaDev == link.cudaDev ? device::kReachAddress : device::kReachNone;
+}
 
 class CudaP2pTransport final : public Transport {
  public:
@@ -80,7 +86,7 @@ class CudaP2pTransport final : public Transport {
     blob->bytes = sizeof(payload);
     std::memcpy(blob->data, &payload, sizeof(payload));
     FifoLayout::attach(base, link.stepBytes, link.peer, &conn->end);
-    if (directReach(link)) conn->end.reach = device::kReachAddress;
+    conn->end.reach = directReach(link);
     conn->keepAlive = std::move(memory);
     conn->transport = this;
     return okStatus();
@@ -107,7 +113,7 @@ class CudaP2pTransport final : public Transport {
       memory = ownIpcMapping(mapped, link.cudaDev);
     }
     FifoLayout::attach(memory.get(), link.stepBytes, link.peer, &conn->end);
-    if (directReach(link)) conn->end.reach = device::kReachAddress;
+    conn->end.reach = directReach(link);
     conn->keepAlive = std::move(memory);
     conn->transport = this;
     return okStatus();

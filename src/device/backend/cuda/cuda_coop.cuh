@@ -16,6 +16,7 @@
 #include "device/atomics.h"
 #include "device/primitives.h"
 #include "device/wait_report.h"
+#include "device/windows.h"
 
 namespace weft::device {
 
@@ -34,17 +35,21 @@ class CudaCoop {
   // Simple: PlanInputs::llSumOnly).
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = true;
-  // Direct mode between ranks of one process on one GPU: the cuda p2p
-  // transport marks those links kReachAddress (a peer's user buffer is a
-  // pointer this kernel can write), every other link stays on the slots.
-  // Between processes (kReachShared, which no cuda transport sets) nothing
-  // is described or resolved: the three calls below keep such a link on
-  // its slots should one ever appear.
+  // Direct mode. Ranks of one process on one GPU: the cuda p2p transport
+  // marks those links kReachAddress (a peer's user buffer is a pointer this
+  // kernel can write). Processes on one node (kReachShared, cuda p2p links
+  // between processes): only outputs inside registered windows
+  // (device/windows.h): the consumer names its window and offset, the
+  // producer writes through its CUDA IPC mapping of the peer's window; any
+  // other buffer, and every other link, stays on the slots. No cross-memory
+  // attach on a GPU: crossWrite is never asked (resolveDirect never says so).
   static constexpr bool kHasDirect = true;
-  __host__ __device__ DirectPost describeDirect(const void* base, uint64_t) const {
-    return DirectPost{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0, 0};
+  __host__ __device__ DirectPost describeDirect(const void* base, uint64_t bytes) const {
+    return describeWindow(windows_, base, bytes);
   }
-  __host__ __device__ DirectWay resolveDirect(int, const DirectPost&, uint64_t*) const { return DirectWay::kSlot; }
+  __host__ __device__ DirectWay resolveDirect(int peer, const DirectPost& post, uint64_t* addr) const {
+    return resolveWindow(windows_, peer, post, addr);
+  }
   __host__ __device__ bool crossWrite(int, const void*, uint64_t, void*, uint64_t) const { return false; }
   // Butterfly, halving-doubling, the hierarchical ring and the 2D torus (and
   // one-shot, above): in the sum's kernels and the data-only kernel
@@ -56,10 +61,12 @@ class CudaCoop {
   static constexpr bool kExtraSumOnly = true;
   // scratch: at least 2 ints of the block's shared memory. report: this
   // block's report in host-mapped memory (null: none); timeoutNs 0: no timeout.
-  // Host-callable too: the host pass of this class (one thread, a host
-  // clock) is how tests check the wait logic without a GPU.
-  __host__ __device__ CudaCoop(uint32_t* abortFlag, int* scratch, WaitReport* report = nullptr, int64_t timeoutNs = 0)
-      : abortFlag_(abortFlag), scratch_(scratch), report_(report), timeoutNs_(timeoutNs) {}
+  // windows: the communicator's registered windows in device memory (null:
+  // none). Host-callable too: the host pass of this class (one thread, a
+  // host clock) is how tests check the wait logic without a GPU.
+  __host__ __device__ CudaCoop(uint32_t* abortFlag, int* scratch, WaitReport* report = nullptr, int64_t timeoutNs = 0,
+                               const WindowTable* windows = nullptr)
+      : abortFlag_(abortFlag), scratch_(scratch), report_(report), timeoutNs_(timeoutNs), windows_(windows) {}
 
   __host__ __device__ int threadRank() const {
 #if WEFT_DEVICE_PASS
@@ -230,6 +237,7 @@ class CudaCoop {
   int* scratch_;
   WaitReport* report_;
   int64_t timeoutNs_;
+  const WindowTable* windows_;
   CallSignature call_{0, 0};
   uint32_t callHash_ = 0;
   bool failed_ = false;

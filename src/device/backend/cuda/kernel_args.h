@@ -6,6 +6,7 @@
 #pragma once
 
 #include "device/wait_report.h"
+#include "device/windows.h"
 #include "device/work.h"
 
 namespace weft::device {
@@ -23,6 +24,7 @@ struct KernelArgs {
   uint32_t* abortFlag;  // host-mapped; set by ncclCommAbort, the proxy, or a block that timed out
   WaitReport* reports;  // host-mapped; one per block (core/cuda_watch.cc)
   int64_t timeoutNs;    // WEFT_TIMEOUT per wait; 0: none
+  const WindowTable* windows;  // the communicator's registered windows, device memory (null: none)
   int32_t nchannels;
   int32_t pad;
   KernelChannel channels[kMaxKernelChannels];

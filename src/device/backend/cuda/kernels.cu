@@ -10,7 +10,7 @@ namespace weft::device {
 
 __global__ void __launch_bounds__(1024) dataOnlyKernel(const __grid_constant__ KernelArgs args) {
   __shared__ int scratch[2];
-  CudaCoop coop(args.abortFlag, scratch, args.reports + blockIdx.x, args.timeoutNs);
+  CudaCoop coop(args.abortFlag, scratch, args.reports + blockIdx.x, args.timeoutNs, args.windows);
   const KernelChannel& channel = args.channels[blockIdx.x];
   for (int i = 0; i < channel.itemCount && !coop.failed(); ++i) {
     // Items of one batch can share FIFOs: only the leader writes positions

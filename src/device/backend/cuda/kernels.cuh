@@ -11,7 +11,7 @@ namespace weft::device {
 template <typename T, RedOpKind K>
 __global__ void __launch_bounds__(1024) reducingKernel(const __grid_constant__ KernelArgs args) {
   __shared__ int scratch[2];
-  CudaCoop coop(args.abortFlag, scratch, args.reports + blockIdx.x, args.timeoutNs);
+  CudaCoop coop(args.abortFlag, scratch, args.reports + blockIdx.x, args.timeoutNs, args.windows);
   const KernelChannel& channel = args.channels[blockIdx.x];
   for (int i = 0; i < channel.itemCount && !coop.failed(); ++i) {
     if (i > 0) coop.sync();  // the leader's write-back of FIFO positions, before every thread reloads them

@@ -48,6 +48,8 @@ Result<void*> hostRegisterMapped(void* host, size_t bytes);
 void hostUnregister(void* host);
 
 Status copyToDevice(void* dst, const void* src, size_t bytes);
+// The same copy the other way (it runs with cudaMemcpyDefault).
+inline Status copyFromDevice(void* dst, const void* src, size_t bytes) { return copyToDevice(dst, src, bytes); }
 Status copyAsync(void* dst, const void* src, size_t bytes, Stream stream);
 
 enum class MemoryKind { kHost, kDevice, kManaged, kHostMapped, kUnknown };
@@ -70,6 +72,14 @@ struct DmaBuf {
 // Exports [ptr, ptr+bytes) of device memory through the driver's
 // cuMemGetHandleForAddressRange (loaded from libcuda.so.1 at run time).
 Result<DmaBuf> dmaBufExport(const void* ptr, size_t bytes);
+// The allocation holding `ptr` (cuMemGetAddressRange, loaded from
+// libcuda.so.1 at run time): where it starts and how long it is. What a
+// CUDA IPC handle of the allocation maps, and where a buffer lies in it.
+struct AllocationRange {
+  void* base = nullptr;
+  size_t bytes = 0;
+};
+Result<AllocationRange> allocationRange(const void* ptr);
 // Whether the driver can export `device`'s memory as a dma-buf
 // (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED); an error when it cannot say.
 Result<bool> dmaBufSupported(int device);

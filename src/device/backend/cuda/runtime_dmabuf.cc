@@ -1,6 +1,7 @@
-// Device memory as a dma-buf, for GPUDirect RDMA: the two CUDA driver entry
-// points it needs (cuMemGetHandleForAddressRange, CUDA 11.7 and later, and
-// the device attribute saying whether export works) are loaded from
+// Device memory as a dma-buf, for GPUDirect RDMA, and the allocation a
+// pointer lies in (registered windows): the CUDA driver entry points they
+// need (cuMemGetHandleForAddressRange, CUDA 11.7 and later, the device
+// attribute saying whether export works, cuMemGetAddressRange) are loaded from
 // libcuda.so.1 at run time, as GPU detection loads the driver
 // (src/graph/gpu_dlopen.cc): a driver that lacks them is reported, not
 // linked against.
@@ -63,6 +64,23 @@ Result<bool> dmaBufSupported(int device) {
   if (CUresult rc = d.attribute(&value, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, handle))
     return driverError(rc, "cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)");
   return value != 0;
+}
+
+Result<AllocationRange> allocationRange(const void* ptr) {
+  const DriverDmaBuf& d = driver();
+  if (d.addressRange == nullptr)
+    return errorStatus(ncclInvalidUsage, "the range of a device allocation needs cuMemGetAddressRange: %s",
+                       d.missing.c_str());
+  int device = -1;
+  if (pointerKind(ptr, &device) != MemoryKind::kDevice)
+    return errorStatus(ncclInvalidArgument, "%p is not device memory (it is %s)", ptr,
+                       memoryKindName(pointerKind(ptr, nullptr)));
+  DeviceGuard guard(device);
+  CUdeviceptr base = 0;
+  size_t bytes = 0;
+  if (CUresult rc = d.addressRange(&base, &bytes, reinterpret_cast<CUdeviceptr>(ptr)))
+    return driverError(rc, "cuMemGetAddressRange");
+  return AllocationRange{reinterpret_cast<void*>(base), bytes};
 }
 
 Result<DmaBuf> dmaBufExport(const void* ptr, size_t bytes) {

@@ -38,6 +38,7 @@ Result<void*> ipcOpenHandle(const char*) { return noCuda("CUDA IPC"); }
 void ipcCloseHandle(void*) {}
 Result<DmaBuf> dmaBufExport(const void*, size_t) { return noCuda("dma-buf export of device memory"); }
 Result<bool> dmaBufSupported(int) { return noCuda("dma-buf export of device memory"); }
+Result<AllocationRange> allocationRange(const void*) { return noCuda("the range of a device allocation"); }
 bool canAccessPeer(int, int) { return false; }
 Status enablePeerAccess(int) { return noCuda("peer access"); }
 std::string pciBusId(int) { return ""; }
