@@ -122,9 +122,15 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
           c->directPeers->mappedSegments());
     }
     if (c->backend == weftBackendCuda && c->cuda) {
-      WEFT_ASSIGN_OR_RETURN(const uint64_t mapped, cudaDirectMappedCalls(*c));
-      text += weft::strFormat("; direct between processes: %llu link-calls into mapped windows, %zu windows",
-                              static_cast<unsigned long long>(mapped), c->cuda->windows.size());
+      uint64_t mapped = 0;
+      const weft::Result<bool> settled = cudaDirectMappedCalls(*c, &mapped);
+      if (settled.ok() && settled.value())
+        text += weft::strFormat("; direct between processes: %llu link-calls into mapped windows, %zu windows",
+                                static_cast<unsigned long long>(mapped), c->cuda->windows.size());
+      else
+        text += weft::strFormat("; direct between processes: counts unread (%s), %zu windows",
+                                settled.ok() ? "kernels running" : settled.status().message().c_str(),
+                                c->cuda->windows.size());
     }
     std::snprintf(buf, len, "%s", text.c_str());
     return weft::okStatus();

@@ -58,8 +58,12 @@ struct CudaState {
   std::unique_ptr<device::KernelArgs> args;  // reused launch parameters (31 KB)
   // Registered windows (ncclCommWindowRegister; core/cuda_windows.cc), and
   // the kernels' table of them in device memory (null: none). Older tables
-  // are kept while the communicator lives: a captured graph may read one.
+  // are kept while the communicator lives (a kernel in flight may read one);
+  // the mappings they list go with their window, so a captured graph must
+  // not outlive the windows it uses (as under NCCL). Registrations inside a
+  // group wait in `pendingWindows` for the group's end.
   std::vector<std::unique_ptr<CudaWindow>> windows;
+  std::vector<std::pair<CudaWindow*, WindowRecord>> pendingWindows;
   uint64_t nextWindowId = 1;
   std::shared_ptr<void> windowTable;
   std::vector<std::shared_ptr<void>> retiredWindowTables;
@@ -106,12 +110,15 @@ Status cudaCheckCapture(const Comm& comm);
 Status cudaWaitIdle(Comm* comm, bool aborting);
 
 // Windows on a cuda communicator (ncclCommWindowRegister/Deregister).
-// Registering is collective: every rank's buffer is all-gathered, and each
-// rank maps its local peers' buffers of other processes through CUDA IPC
+// With direct mode allowed (WEFT_DIRECT=1, alike on every rank) registering
+// is collective: every rank's buffer is all-gathered, and each rank maps its
+// local peers' buffers of other processes through CUDA IPC
 // (core/window_table.h), so direct calls between processes on this node
-// write into a peer's window (device/windows.h). Inside a group the exchange
-// runs at the group's end, concurrently for every communicator. Returns the
-// window's id (the same on every rank).
+// write into a peer's window (device/windows.h). Inside a group the
+// exchanges run at the group's end, in registration order per communicator
+// and concurrently across communicators. Without direct mode a window is
+// this rank's bookkeeping only. Returns the window's id (the same on every
+// rank).
 Result<uint64_t> cudaWindowRegister(Comm* comm, void* buff, size_t size);
 // Waits for the communicator's kernels, then drops the window and this
 // rank's mappings of its peers' buffers.
@@ -119,8 +126,9 @@ Status cudaWindowDeregister(Comm* comm, uint64_t id);
 
 // Link-calls this rank's kernels wrote straight into a peer's window in
 // another process (FifoEnd::directMapped of the device ends), for
-// weftCommDescribe.
-Result<uint64_t> cudaDirectMappedCalls(const Comm& comm);
+// weftCommDescribe; false while the communicator's kernels still run (the
+// counters are read only when they are settled, and reading never waits).
+Result<bool> cudaDirectMappedCalls(const Comm& comm, uint64_t* calls);
 
 // Buffers must suit the backend: device-reachable memory for cuda, host
 // memory for host. The message names the argument, the pointer and its kind.

@@ -65,6 +65,7 @@ Status publishTable(Comm* comm) {
   return okStatus();
 }
 
+// Fills `window`'s reach from every rank's record (collective).
 Status exchange(Comm* comm, CudaWindow* window, const WindowRecord& own) {
   std::vector<WindowRecord> records(static_cast<size_t>(comm->nranks));
   records[static_cast<size_t>(comm->rank)] = own;
@@ -75,53 +76,106 @@ Status exchange(Comm* comm, CudaWindow* window, const WindowRecord& own) {
   if (window->reach.unreachableLocal > 0)
     WEFT_INFO(log::kInit, "rank %d: window %llu: %d peers of this node in other processes are not mapped", comm->rank,
               static_cast<unsigned long long>(window->id), window->reach.unreachableLocal);
+  return okStatus();
+}
+
+void dropWindow(CudaState* state, const CudaWindow* window) {
+  for (auto it = state->windows.begin(); it != state->windows.end(); ++it)
+    if (it->get() == window) {
+      state->windows.erase(it);
+      return;
+    }
+}
+
+// A group's registrations on one communicator, one after another in the
+// order they were made (the same on every rank: each exchange is one
+// all-gather on the communicator's bootstrap, which carries one at a time),
+// then one table for all of them.
+Status exchangePending(Comm* comm) {
+  CudaState& state = *comm->cuda;
+  std::vector<std::pair<CudaWindow*, WindowRecord>> pending;
+  pending.swap(state.pendingWindows);
+  Status failed;
+  for (auto& [window, own] : pending) {
+    if (!failed.ok()) continue;
+    failed = exchange(comm, window, own);
+  }
+  WEFT_RETURN_IF_ERROR(failed);
   return publishTable(comm);
 }
 
 }  // namespace
 
 Result<uint64_t> cudaWindowRegister(Comm* comm, void* buff, size_t size) {
+  if (!comm->cuda)
+    return errorStatus(ncclInvalidUsage,
+                       "rank %d: the communicator is not initialised yet (created in the same group?): register "
+                       "windows after the group that creates it has ended",
+                       comm->rank);
   CudaState& state = *comm->cuda;
   auto window = std::make_unique<CudaWindow>();
   window->id = state.nextWindowId++;
   window->base = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(buff));
   window->bytes = size;
-  // Until the exchange, no peer is reachable: the table lists only this rank.
+  // Until the exchange, no peer is reachable.
   window->reach.peers.assign(static_cast<size_t>(comm->nranks), device::WindowPeer{0, 0});
-  CudaWindow* raw = window.get();
-  state.windows.push_back(std::move(window));
+  const uint64_t id = window->id;
+  // Without direct mode no kernel asks for a window: bookkeeping, no exchange.
+  if (!comm->directAllowed) {
+    state.windows.push_back(std::move(window));
+    return id;
+  }
   const WindowRecord own = describeOwn(*comm, buff, size);
+  CudaWindow* raw = window.get();
   if (inGroup()) {
-    groupDeferInit(comm, [comm, raw, own] { return exchange(comm, raw, own); });
-    return raw->id;
+    if (state.pendingWindows.empty()) groupDeferInit(comm, [comm] { return exchangePending(comm); });
+    state.pendingWindows.emplace_back(raw, own);
+    state.windows.push_back(std::move(window));
+    return id;
   }
   WEFT_RETURN_IF_ERROR(exchange(comm, raw, own));
-  return raw->id;
+  state.windows.push_back(std::move(window));
+  Status published = publishTable(comm);
+  if (!published.ok()) {
+    dropWindow(&state, raw);  // the caller gets no handle: nothing may name it
+    return published;
+  }
+  return id;
 }
 
 Status cudaWindowDeregister(Comm* comm, uint64_t id) {
   CudaState& state = *comm->cuda;
+  for (const auto& pending : state.pendingWindows)
+    if (pending.first->id == id)
+      return errorStatus(ncclInvalidUsage,
+                         "window %llu was registered in a group that has not ended: deregister it after ncclGroupEnd",
+                         static_cast<unsigned long long>(id));
   WEFT_RETURN_IF_ERROR(cudaWaitIdle(comm, false));
-  for (auto it = state.windows.begin(); it != state.windows.end(); ++it) {
-    if ((*it)->id != id) continue;
-    state.windows.erase(it);
+  for (const auto& w : state.windows) {
+    if (w->id != id) continue;
+    dropWindow(&state, w.get());
     return publishTable(comm);
   }
   return errorStatus(ncclInvalidArgument, "window %llu is not registered on rank %d", static_cast<unsigned long long>(id),
                      comm->rank);
 }
 
-Result<uint64_t> cudaDirectMappedCalls(const Comm& comm) {
+Result<bool> cudaDirectMappedCalls(const Comm& comm, uint64_t* calls) {
+  *calls = 0;
+  const CudaState& state = *comm.cuda;
+  if (state.launched) {
+    WEFT_ASSIGN_OR_RETURN(const bool done, cuda::eventDone(state.doneEvent));
+    if (!done) return false;
+  }
   cuda::DeviceGuard guard(comm.cudaDev);
-  uint64_t calls = 0;
   for (const Channel& channel : comm.channels)
     for (const auto& conn : channel.send) {
       if (!conn || conn->deviceEnd == nullptr) continue;
       device::FifoEnd end{};
       WEFT_RETURN_IF_ERROR(cuda::copyFromDevice(&end, conn->deviceEnd, sizeof end));
-      calls += end.directMapped;
+      *calls += end.directMapped;
     }
-  return calls;
+  return true;
 }
 
 }  // namespace weft::core

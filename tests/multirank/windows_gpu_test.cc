@@ -3,7 +3,8 @@
 // Outputs inside windows registered with ncclCommWindowRegister are written
 // by the peers' kernels through their IPC mappings (weftCommDescribe counts
 // those link-calls); an output outside every window takes the slots; both
-// give the reference's results, in and out of place. Skips without a GPU
+// give the reference's results, in and out of place; windows registered in
+// a group are exchanged at its end. Skips without a GPU
 // (checked without initialising CUDA before the fork).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -48,12 +49,17 @@ TEST(GpuWindows, ProcessesWriteIntoThePeersWindows) {
       for (size_t i = 0; i < count; ++i) host[i] = input(rank, i);
       DeviceBuffer<int32_t> send(count), inWin(count), outside(count), gathered(count * static_cast<size_t>(nranks));
       send.upload(host);
+      // Two windows, one after the other at 2 ranks, in one group at 3 (the
+      // exchanges then run at ncclGroupEnd, in order).
       ncclWindow_t recvWin = nullptr, gatherWin = nullptr;
+      const bool grouped = nranks == 3;
+      if (grouped) NCCL_OK(ncclGroupStart(), comm);
       NCCL_OK(ncclCommWindowRegister(comm, inWin.get(), count * sizeof(int32_t), &recvWin, NCCL_WIN_COLL_SYMMETRIC),
               comm);
-      NCCL_OK(ncclCommWindowRegister(comm, gathered.get(), count * static_cast<size_t>(nranks) * sizeof(int32_t), &gatherWin,
-                                     NCCL_WIN_DEFAULT),
+      NCCL_OK(ncclCommWindowRegister(comm, gathered.get(), count * static_cast<size_t>(nranks) * sizeof(int32_t),
+                                     &gatherWin, NCCL_WIN_DEFAULT),
               comm);
+      if (grouped) NCCL_OK(ncclGroupEnd(), comm);
       const uint64_t before = mappedCalls(comm);
       NCCL_OK(ncclAllReduce(send.get(), inWin.get(), count, ncclInt32, ncclSum, comm, stream), comm);
       CUDA_OK(cudaStreamSynchronize(stream));

@@ -4,6 +4,7 @@
 // (device/windows.h).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
