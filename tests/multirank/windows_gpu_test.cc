@@ -53,13 +53,17 @@ TEST(GpuWindows, ProcessesWriteIntoThePeersWindows) {
       // exchanges then run at ncclGroupEnd, in order).
       ncclWindow_t recvWin = nullptr, gatherWin = nullptr;
       const bool grouped = nranks == 3;
-      if (grouped) NCCL_OK(ncclGroupStart(), comm);
+      if (grouped) {
+        NCCL_OK(ncclGroupStart(), comm);
+      }
       NCCL_OK(ncclCommWindowRegister(comm, inWin.get(), count * sizeof(int32_t), &recvWin, NCCL_WIN_COLL_SYMMETRIC),
               comm);
       NCCL_OK(ncclCommWindowRegister(comm, gathered.get(), count * static_cast<size_t>(nranks) * sizeof(int32_t),
                                      &gatherWin, NCCL_WIN_DEFAULT),
               comm);
-      if (grouped) NCCL_OK(ncclGroupEnd(), comm);
+      if (grouped) {
+        NCCL_OK(ncclGroupEnd(), comm);
+      }
       const uint64_t before = mappedCalls(comm);
       NCCL_OK(ncclAllReduce(send.get(), inWin.get(), count, ncclInt32, ncclSum, comm, stream), comm);
       CUDA_OK(cudaStreamSynchronize(stream));
