@@ -68,6 +68,7 @@ transport::LinkSpec linkOf(const ConnectNeed& need) {
   const PeerInfo& peer = comm.peers[static_cast<size_t>(need.peer)];
   link.peerInProcess = peer.processHash == comm.peers[static_cast<size_t>(comm.rank)].processHash;
   link.peerCudaDev = peer.cudaDev;
+  link.directAllowed = comm.directAllowed;
   link.peerName = strFormat("rank %d (pid %d on host %s)", need.peer, peer.pid, peer.hostname);
   link.keepWaiting = comm.bootstrap->waitCheck(need.peer);
   setNic(need, &link);

@@ -8,9 +8,10 @@
 // memory or mapped host memory alike. Across GPUs, even in one process, the
 // links stay on the slots: peer access covers cudaMalloc memory but not a
 // stream-ordered pool's (cudaMallocAsync) unless the pool grants it. Between
-// processes (reach kReachShared) only outputs in registered windows are
-// written directly, through the writer's IPC mapping of the window
-// (device/windows.h); other outputs go through the slots.
+// processes (reach kReachShared, only where direct mode is allowed) only
+// outputs in registered windows are written directly, through the writer's
+// IPC mapping of the window (device/windows.h); other outputs go through the
+// slots.
 #include <unistd.h>
 
 #include <cstring>
@@ -55,9 +56,10 @@ std::map<void*, std::shared_ptr<void>>& registry() {
   return *table;
 }
 
-// Both ends decide alike from the same facts (one process, one device).
+// Both ends decide alike from the same facts (one process, one device,
+// direct mode allowed on the communicator).
 int32_t directReach(const LinkSpec& link) {
-  if (!link.peerInProcess) return device::kReachShared;
+  if (!link.peerInProcess) return link.directAllowed ? device::kReachShared : device::kReachNone;
   return link.peerCudaDev == link.cudaDev ? device::kReachAddress : device::kReachNone;
 }
 

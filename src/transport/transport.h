@@ -29,6 +29,10 @@ struct LinkSpec {
   int cudaDev = -1;            // this side's device (cuda backend only)
   bool peerInProcess = false;  // the peer rank lives in this process
   int peerCudaDev = -1;        // the peer's device (cuda backend only)
+  // Direct mode may run on this communicator (WEFT_DIRECT, alike on every
+  // rank): the cuda p2p transport opens links between processes to it only
+  // then, so that without it they stay exactly as before (no step flags).
+  bool directAllowed = false;
   std::string peerName;        // "rank 3 (pid 12 on host h2)", for messages
   // Network links: the NIC the plan routes this direction of the channel
   // through on this side (dev -1: the plan names none; the network then
