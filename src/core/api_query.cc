@@ -114,12 +114,18 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
     }
     if (c->directPeers) {
       const DirectCounts d = c->directPeers->counts();
+      // The data path's own count of the same thing (FifoEnd::directMapped,
+      // the counter the cuda backend reports): link-calls written by pointer.
+      uint64_t byPointer = 0;
+      for (const Channel& ch : c->channels)
+        for (const auto& conn : ch.send)
+          if (conn) byPointer += conn->end.directMapped;
       text += weft::strFormat(
           "; direct between processes: %llu link-calls mapped, %llu by cross-memory attach, %llu through the FIFO, "
-          "%llu refused steps, %zu peer segments mapped",
+          "%llu refused steps, %zu peer segments mapped, %llu link-calls by pointer on the FIFO ends",
           static_cast<unsigned long long>(d.mapped), static_cast<unsigned long long>(d.crossMemory),
           static_cast<unsigned long long>(d.slots), static_cast<unsigned long long>(d.refusedSteps),
-          c->directPeers->mappedSegments());
+          c->directPeers->mappedSegments(), static_cast<unsigned long long>(byPointer));
     }
     if (c->backend == weftBackendCuda && c->cuda) {
       uint64_t mapped = 0;

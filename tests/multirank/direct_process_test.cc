@@ -138,6 +138,15 @@ Counts directCounts(ncclComm_t comm) {
                         &c.mapped, &c.crossMemory, &c.slots, &c.refused),
             4)
       << at;
+  // The FIFO ends' own count (FifoEnd::directMapped, what the cuda backend
+  // reports) must agree with the host's count of mapped link-calls.
+  const char* ends = std::strstr(at, "segments mapped, ");
+  unsigned long long byPointer = 0;
+  EXPECT_NE(ends, nullptr) << at;
+  if (ends != nullptr) {
+    EXPECT_EQ(std::sscanf(ends, "segments mapped, %llu link-calls by pointer", &byPointer), 1) << ends;
+    EXPECT_EQ(byPointer, c.mapped) << at;
+  }
   return c;
 }
 
