@@ -7,6 +7,7 @@
 // mode between ranks of one process on the GPU.
 #include <stdlib.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "core/comm.h"
@@ -66,6 +67,56 @@ class GpuAlgos : public ::testing::TestWithParam<AlgoCase> {};
 
 int32_t input(int rank, size_t i) { return static_cast<int32_t>((i % 1000) + 1) * (rank + 1); }
 
+// The collectives the named algorithms serve, checked against the
+// reference at each of `counts`: AllReduce sums in and out of place, a max
+// (the ring on the cuda backend, whatever NCCL_ALGO names: the kernels have
+// the extra algorithms for the sum only), AllGather, ReduceScatter (every
+// rank gives the same gathered vector: segment r times n), and with
+// `broadcast` a Broadcast from every root.
+void checkCalls(int n, int r, ncclComm_t comm, cudaStream_t stream, std::initializer_list<size_t> counts,
+                const char* label, bool broadcast) {
+  const int32_t ranksSum = n * (n + 1) / 2;
+  for (size_t count : counts) {
+    std::vector<int32_t> host(count);
+    for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
+    DeviceBuffer<int32_t> send(count), recv(count), inplace(count);
+    send.upload(host);
+    inplace.upload(host);
+    NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+    NCCL_OK(ncclAllReduce(inplace.get(), inplace.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const std::vector<int32_t> out = recv.download(), in = inplace.download();
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(out[i], static_cast<int32_t>((i % 1000) + 1) * ranksSum) << label << ", rank " << r << " " << i;
+      ASSERT_EQ(in[i], out[i]) << "in place, " << label << ", rank " << r << " element " << i;
+    }
+    NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclMax, comm, stream), comm);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const std::vector<int32_t> top = recv.download();
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(top[i], input(n - 1, i)) << "max, " << label << ", rank " << r;
+    DeviceBuffer<int32_t> all(count * static_cast<size_t>(n)), mine(count);
+    NCCL_OK(ncclAllGather(send.get(), all.get(), count, ncclInt32, comm, stream), comm);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const std::vector<int32_t> gathered = all.download();
+    for (int q = 0; q < n; ++q)
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(gathered[static_cast<size_t>(q) * count + i], input(q, i)) << "allgather, " << label;
+    NCCL_OK(ncclReduceScatter(all.get(), mine.get(), count, ncclInt32, ncclSum, comm, stream), comm);
+    CUDA_OK(cudaStreamSynchronize(stream));
+    const std::vector<int32_t> scattered = mine.download();
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(scattered[i], input(r, i) * n) << "reducescatter, " << label << ", rank " << r << " " << i;
+    for (int root = 0; broadcast && root < n; ++root) {
+      DeviceBuffer<int32_t> bcast(count);
+      NCCL_OK(ncclBroadcast(send.get(), bcast.get(), count, ncclInt32, root, comm, stream), comm);
+      CUDA_OK(cudaStreamSynchronize(stream));
+      const std::vector<int32_t> got = bcast.download();
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(got[i], input(root, i)) << "broadcast from " << root << ", " << label << ", rank " << r;
+    }
+  }
+}
+
 TEST_P(GpuAlgos, ResultsMatchTheReference) {
   WEFT_REQUIRE_GPU();
   const AlgoCase c = GetParam();
@@ -74,42 +125,8 @@ TEST_P(GpuAlgos, ResultsMatchTheReference) {
   Env torus("WEFT_TORUS", c.torus);
   Env buff("NCCL_BUFFSIZE", "65536");  // chunks of a few KiB: the sizes below cross them
   const int n = c.nranks;
-  const int32_t ranksSum = n * (n + 1) / 2;
   onRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-    for (size_t count : {size_t{1}, size_t{1001}, size_t{300007}}) {
-      std::vector<int32_t> host(count);
-      for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
-      DeviceBuffer<int32_t> send(count), recv(count), inplace(count);
-      send.upload(host);
-      inplace.upload(host);
-      NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclSum, comm, stream), comm);
-      NCCL_OK(ncclAllReduce(inplace.get(), inplace.get(), count, ncclInt32, ncclSum, comm, stream), comm);
-      CUDA_OK(cudaStreamSynchronize(stream));
-      const std::vector<int32_t> out = recv.download(), in = inplace.download();
-      for (size_t i = 0; i < count; ++i) {
-        ASSERT_EQ(out[i], static_cast<int32_t>((i % 1000) + 1) * ranksSum) << "rank " << r << " element " << i;
-        ASSERT_EQ(in[i], out[i]) << "in place, rank " << r << " element " << i;
-      }
-      // Max: the ring on the cuda backend, whatever NCCL_ALGO names.
-      NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclMax, comm, stream), comm);
-      CUDA_OK(cudaStreamSynchronize(stream));
-      const std::vector<int32_t> top = recv.download();
-      for (size_t i = 0; i < count; ++i) ASSERT_EQ(top[i], input(n - 1, i)) << "max, rank " << r << " element " << i;
-      // AllGather and ReduceScatter (halving-doubling when named for them).
-      DeviceBuffer<int32_t> all(count * static_cast<size_t>(n)), mine(count);
-      NCCL_OK(ncclAllGather(send.get(), all.get(), count, ncclInt32, comm, stream), comm);
-      CUDA_OK(cudaStreamSynchronize(stream));
-      const std::vector<int32_t> gathered = all.download();
-      for (int q = 0; q < n; ++q)
-        for (size_t i = 0; i < count; ++i)
-          ASSERT_EQ(gathered[static_cast<size_t>(q) * count + i], input(q, i)) << "allgather, rank " << r;
-      NCCL_OK(ncclReduceScatter(all.get(), mine.get(), count, ncclInt32, ncclSum, comm, stream), comm);
-      CUDA_OK(cudaStreamSynchronize(stream));
-      // Every rank gave the same gathered vector: segment r times n.
-      const std::vector<int32_t> scattered = mine.download();
-      for (size_t i = 0; i < count; ++i)
-        ASSERT_EQ(scattered[i], input(r, i) * n) << "reducescatter, rank " << r << " element " << i;
-    }
+    checkCalls(n, r, comm, stream, {1, 1001, 300007}, c.algo, false);
     EXPECT_TRUE(ranNamed(comm, c.algo)) << c.algo << ": no channel connected it, rank " << r;
   });
 }
@@ -156,52 +173,6 @@ TEST(GpuDirect, RingCallsWriteIntoThePeersBuffers) {
   }
 }
 
-// Every collective one-shot serves, checked against the reference: AllReduce
-// sums in and out of place, a max (the ring on cuda), AllGather,
-// ReduceScatter and Broadcast from every root.
-void oneShotCalls(int n, int r, ncclComm_t comm, cudaStream_t stream, const char* label) {
-  const int32_t ranksSum = n * (n + 1) / 2;
-  for (size_t count : {size_t{1}, size_t{2}, size_t{1001}, size_t{20011}}) {
-    std::vector<int32_t> host(count);
-    for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
-    DeviceBuffer<int32_t> send(count), recv(count), inplace(count);
-    send.upload(host);
-    inplace.upload(host);
-    NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclSum, comm, stream), comm);
-    NCCL_OK(ncclAllReduce(inplace.get(), inplace.get(), count, ncclInt32, ncclSum, comm, stream), comm);
-    CUDA_OK(cudaStreamSynchronize(stream));
-    const std::vector<int32_t> out = recv.download(), in = inplace.download();
-    for (size_t i = 0; i < count; ++i) {
-      ASSERT_EQ(out[i], static_cast<int32_t>((i % 1000) + 1) * ranksSum) << label << ", rank " << r << " " << i;
-      ASSERT_EQ(in[i], out[i]) << "in place, " << label << ", rank " << r << " element " << i;
-    }
-    NCCL_OK(ncclAllReduce(send.get(), recv.get(), count, ncclInt32, ncclMax, comm, stream), comm);
-    CUDA_OK(cudaStreamSynchronize(stream));
-    const std::vector<int32_t> top = recv.download();
-    for (size_t i = 0; i < count; ++i) ASSERT_EQ(top[i], input(n - 1, i)) << "max, " << label << ", rank " << r;
-    DeviceBuffer<int32_t> all(count * static_cast<size_t>(n)), mine(count);
-    NCCL_OK(ncclAllGather(send.get(), all.get(), count, ncclInt32, comm, stream), comm);
-    CUDA_OK(cudaStreamSynchronize(stream));
-    const std::vector<int32_t> gathered = all.download();
-    for (int q = 0; q < n; ++q)
-      for (size_t i = 0; i < count; ++i)
-        ASSERT_EQ(gathered[static_cast<size_t>(q) * count + i], input(q, i)) << "allgather, " << label;
-    NCCL_OK(ncclReduceScatter(all.get(), mine.get(), count, ncclInt32, ncclSum, comm, stream), comm);
-    CUDA_OK(cudaStreamSynchronize(stream));
-    const std::vector<int32_t> scattered = mine.download();
-    for (size_t i = 0; i < count; ++i)
-      ASSERT_EQ(scattered[i], input(r, i) * n) << "reducescatter, " << label << ", rank " << r << " " << i;
-    for (int root = 0; root < n; ++root) {
-      DeviceBuffer<int32_t> bcast(count);
-      NCCL_OK(ncclBroadcast(send.get(), bcast.get(), count, ncclInt32, root, comm, stream), comm);
-      CUDA_OK(cudaStreamSynchronize(stream));
-      const std::vector<int32_t> got = bcast.download();
-      for (size_t i = 0; i < count; ++i)
-        ASSERT_EQ(got[i], input(root, i)) << "broadcast from " << root << ", " << label << ", rank " << r;
-    }
-  }
-}
-
 // One-shot on 2 to 4 ranks sharing the GPU, under Simple and LL, named in
 // NCCL_ALGO for one collective at a time (as the cuda backend requires), so
 // that its flat connections prove that collective ran one-shot: AllReduce at
@@ -218,7 +189,7 @@ TEST(GpuOneShot, EachCollectiveRunsItUnderBothProtocols) {
         const std::string label = named + ", " + proto + ", " + std::to_string(n) + " ranks";
         const bool expectFlat = std::string(coll) == "allreduce" || n >= 3;
         onRanks(n, [&](int r, ncclComm_t comm, cudaStream_t stream) {
-          oneShotCalls(n, r, comm, stream, label.c_str());
+          checkCalls(n, r, comm, stream, {1, 2, 1001, 20011}, label.c_str(), true);
           bool flat = false;
           for (const core::Channel& channel : core::asComm(comm)->channels) flat = flat || channel.flatConnected;
           EXPECT_EQ(flat, expectFlat) << label << ", rank " << r;

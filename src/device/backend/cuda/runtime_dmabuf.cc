@@ -87,15 +87,13 @@ Result<DmaBuf> dmaBufExport(const void* ptr, size_t bytes) {
   const DriverDmaBuf& d = driver();
   if (!d.missing.empty())
     return errorStatus(ncclInvalidUsage, "dma-buf export needs the CUDA driver's entry points: %s", d.missing.c_str());
+  Result<AllocationRange> range = allocationRange(ptr);
+  if (!range.ok()) return range.status().withContext("dma-buf export");
   int device = -1;
-  if (pointerKind(ptr, &device) != MemoryKind::kDevice)
-    return errorStatus(ncclInvalidArgument, "dma-buf export: %p is not device memory (it is %s)", ptr,
-                       memoryKindName(pointerKind(ptr, nullptr)));
+  (void)pointerKind(ptr, &device);
   DeviceGuard guard(device);
-  CUdeviceptr base = 0;
-  size_t allocation = 0;
-  if (CUresult rc = d.addressRange(&base, &allocation, reinterpret_cast<CUdeviceptr>(ptr)))
-    return driverError(rc, "cuMemGetAddressRange");
+  const auto base = reinterpret_cast<uintptr_t>(range.value().base);
+  const size_t allocation = range.value().bytes;
   const uintptr_t at = reinterpret_cast<uintptr_t>(ptr);
   if (at + bytes > base + allocation)
     return errorStatus(ncclInvalidArgument, "dma-buf export: %zu bytes at %p run past the allocation's end", bytes,
