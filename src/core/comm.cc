@@ -5,6 +5,7 @@
 #include "core/cuda_backend.h"
 #include "core/direct_peers.h"
 #include "core/host_executor.h"
+#include "device/oneshot.h"
 
 namespace weft::core {
 
@@ -165,15 +166,11 @@ Status Channel::mirroredAlgos(int rank, const int32_t* physical, void* scratch, 
 
 device::ChannelView Channel::deviceView(int rank) const {
   device::ChannelView v = buildView(rank);
-  // One-shot's peers, in the order buildView listed them.
-  if (v.nFlat > 0) {
-    int i = 0;
-    for (int peer = 0; peer < ring.nranks; ++peer) {
-      if (peer == rank) continue;
-      v.flatRecv[i] = recv[static_cast<size_t>(peer)]->deviceEnd;
-      v.flatSend[i] = send[static_cast<size_t>(peer)]->deviceEnd;
-      i += 1;
-    }
+  // One-shot's peers: flat peer i is rank flatPeerRank(i, rank).
+  for (int i = 0; i < v.nFlat; ++i) {
+    const auto peer = static_cast<size_t>(device::flatPeerRank(i, rank));
+    v.flatRecv[i] = recv[peer]->deviceEnd;
+    v.flatSend[i] = send[peer]->deviceEnd;
   }
   // The exchanges, hierarchical ring and torus: their mirror, made before the
   // launch (cudaMirrorAlgoViews).

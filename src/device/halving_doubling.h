@@ -43,11 +43,11 @@ class HalvingDoublingAllReduce {
   WEFT_HD int stageCount() const { return 2 * shape_.rounds + 2; }
   WEFT_HD Stage stage(int s) const {
     const int R = shape_.rounds;
-    const int foldPieces = shape_.rem > 0 ? divUp(shape_.p, group_) : 0;
+    const int foldPieces = shape_.rem > 0 ? divUp<int>(shape_.p, group_) : 0;
     if (s == 0) return Stage{kFoldSlot, foldPieces, true};
     if (s == 2 * R + 1) return Stage{kFoldSlot, foldPieces, false};
     const int d = distance(s);
-    return Stage{log2Of(d), divUp(d, group_), false};
+    return Stage{log2Of(d), divUp<int>(d, group_), false};
   }
 
   WEFT_HD int64_t pieceLength(int L, int s, int j) const {
@@ -101,8 +101,6 @@ class HalvingDoublingAllReduce {
     if (shape_.newRank(me_) < 0) return -1;
     return shape_.partner(me_, log2Of(distance(s)));
   }
-
-  WEFT_HD static int divUp(int a, int b) { return (a + b - 1) / b; }
 
   // First block that logical rank L sends as piece j of stage s; -1: none.
   WEFT_HD int sentBlock(int L, int s, int j) const {
