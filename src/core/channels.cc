@@ -193,6 +193,16 @@ Status sizeChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
   return okStatus();
 }
 
+// LL128 needs links that keep a 128-byte store whole: the host's emulation
+// needs nothing (ll128_line.h); on GPUs, ranks sharing one GPU or rings of
+// NVLink only. Every rank of a node sees the same GPUs and search.
+bool wholeLineLinks(const Comm& comm, const std::vector<int>& myNode, bool nvlinkOnly) {
+  if (comm.backend == weftBackendHost || nvlinkOnly) return true;
+  const std::string mine = comm.peers[static_cast<size_t>(comm.rank)].busId;
+  return std::all_of(myNode.begin(), myNode.end(),
+                     [&](int r) { return mine == comm.peers[static_cast<size_t>(r)].busId; });
+}
+
 Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, const std::vector<int>& myNode) {
   WEFT_ASSIGN_OR_RETURN(graph::Topology model, nodeModel(*comm->topology, myNode));
   std::optional<graph::ChannelBudget> budget;  // cuda: NCCL's ring-graph figures, for the graph dump
@@ -209,6 +219,7 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
   const graph::ChannelPlan plan = graph::joinHosts(parts, comm->nranks);
   comm->nnodes = static_cast<int>(nodes.size());
   comm->ranksPerNode = static_cast<int>(myNode.size());
+  comm->wholeLineLinks = wholeLineLinks(*comm, myNode, search.nvlinkOnly);
   for (size_t c = 0; c < nch; ++c) {
     setRing(comm, comm->channels[c], plan.rings[c]);
     setTree(comm, comm->channels[c], plan.trees[c]);
@@ -223,21 +234,25 @@ Status planChannels(Comm* comm, const std::vector<std::vector<int>>& nodes, cons
   return okStatus();
 }
 
-// NCCL_PROTO. Weft runs Simple and LL; LL128 is refused: a protocol whose
-// 128-byte lines must be seen whole has no such guarantee on the host, and
-// the GPU kernels do not have it yet. A collective left with LL128 alone
-// runs Simple, with a warning.
+// NCCL_PROTO, parsed before the ranks talk again so that every rank fails
+// on a bad value alike.
 Status parseProtoFilter(Comm* comm) {
   auto filter = tuning::ProtoFilter::parse(param::proto());
   if (!filter.ok()) return filter.status();
   comm->protoFilter = filter.value();
-  const tuning::CollKind only = comm->protoFilter.onlyLL128();
-  if (only != tuning::CollKind::kCount && comm->rank == 0)
-    WEFT_WARN(
-        "NCCL_PROTO=\"%s\" leaves %s only LL128, which Weft does not run (the host backend has no 128-byte "
-        "store seen whole; the GPU kernels have LL and Simple): using Simple",
-        param::proto().c_str(), tuning::collKindName(only));
   return okStatus();
+}
+
+// A collective left with LL128 alone where it cannot run (several nodes, or
+// GPU links that may split a line) runs Simple: said once, at init.
+void warnUnrunnableLL128(const Comm& comm) {
+  const tuning::CollKind only = comm.protoFilter.onlyLL128();
+  if (only == tuning::CollKind::kCount || comm.rank != 0) return;
+  if (comm.nnodes == 1 && comm.wholeLineLinks) return;
+  WEFT_WARN("NCCL_PROTO=\"%s\" leaves %s only LL128, which cannot run on this communicator (%s): using Simple",
+            param::proto().c_str(), tuning::collKindName(only),
+            comm.nnodes > 1 ? "its ranks span nodes; LL128 needs links within one"
+                            : "its GPUs are linked by neither one GPU nor NVLink, which keep a 128-byte store whole");
 }
 
 // Every rank must avoid the same links: a rank that routed its ring
@@ -359,6 +374,7 @@ Status buildChannels(Comm* comm) {
     // Trees and per-host segments need hosts of one size.
     comm->nnodes = static_cast<int>(nodes.size());
     for (const auto& n : nodes) comm->ranksPerNode = std::max(comm->ranksPerNode, static_cast<int>(n.size()));
+    comm->wholeLineLinks = wholeLineLinks(*comm, *mine, false);
     const auto rings = graph::flatRings(comm->nranks, static_cast<int>(nch));
     for (size_t c = 0; c < nch; ++c) setRing(comm, comm->channels[c], rings[c]);
     WEFT_INFO(log::kGraph, "flat rings: nodes of unequal size");
@@ -367,6 +383,7 @@ Status buildChannels(Comm* comm) {
   comm->hierPlan = planHierarchy(nodes, comm->brokenLinks);
   comm->tuner = tuning::TunerSession::open(static_cast<size_t>(comm->nranks), nodes.size());
   WEFT_RETURN_IF_ERROR(planTorusGrid(comm, nodes));
+  warnUnrunnableLL128(*comm);
   return okStatus();
 }
 

@@ -180,6 +180,9 @@ struct Comm {
   // rank 0's on every rank) and how ranks of a node reach each other.
   tuning::TuningFigures figures;
   tuning::LinkType intraLink = tuning::LinkType::kShm;
+  // Every link within this node keeps a 128-byte store whole, as LL128 needs
+  // (core/channels.cc wholeLineLinks).
+  bool wholeLineLinks = false;
   bool directAllowed = true;  // WEFT_DIRECT
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).

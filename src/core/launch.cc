@@ -40,12 +40,14 @@ PlanInputs planInputs(const Comm& comm) {
   in.oversubscribed = comm.oversubscribed;
   in.figures = &comm.figures;
   in.intraLink = comm.intraLink;
-  // LL needs every link within a node (the proxy moves only Simple slots);
+  // LL and LL128 need every link within a node (the proxy moves only Simple
+  // slots), LL128 links that keep a 128-byte store whole;
   // the cuda backend uses it only when NCCL_PROTO asks, until it is measured
   // on a GPU.
   in.protoFilter = &comm.protoFilter;
   in.tuner = comm.tuner.get();
   in.llPossible = comm.nnodes == 1 && !comm.proxy;
+  in.ll128Possible = in.llPossible && comm.wholeLineLinks;
   in.llByDefault = comm.backend == weftBackendHost;
   in.llSumOnly = comm.backend != weftBackendHost;
   in.directPossible = comm.directAllowed && comm.nnodes == 1;

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "core/datatypes.h"
+#include "device/ll128_line.h"
 #include "tuning/tuner_plugin.h"
 #include "tuning/tuning.h"
 
@@ -108,11 +109,29 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const tuning::LinkFigures simple = linksOf(in, tuning::Protocol::kSimple);
   const tuning::LinkFigures ll = linksOf(in, tuning::Protocol::kLL);
   using tuning::Algorithm;
+  // NCCL_PROTO without Simple: an algorithm written for Simple alone (or,
+  // for one-shot, Simple and LL) would run a protocol the user excluded, so
+  // it is not offered unless NCCL_ALGO names it.
+  static const tuning::ProtoFilter kAnyProto;
+  const tuning::ProtoFilter& protos = in.protoFilter ? *in.protoFilter : kAnyProto;
+  const tuning::CollKind coll = collKind(work->func);
+  const bool simpleOk = protos.allows(coll, tuning::Protocol::kSimple);
+  const bool llOk = llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL);
+  auto runs = [&](bool hasLL, std::initializer_list<Algorithm> algos) {
+    if (simpleOk || (hasLL && llOk)) return true;
+    for (Algorithm a : algos)
+      if (filter.names(coll, a)) return true;
+    return false;
+  };
   const bool exchange = in.exchangeAvailable &&
-                        extraOffered(in, filter, *work, {Algorithm::kButterfly, Algorithm::kHalvingDoubling});
-  const bool hier = in.hierAvailable && extraOffered(in, filter, *work, {Algorithm::kHierarchicalRing});
-  const bool torus = in.torusAvailable && extraOffered(in, filter, *work, {Algorithm::kTorus2D});
-  const bool oneShot = in.oneShotAvailable && extraOffered(in, filter, *work, {Algorithm::kOneShot});
+                        extraOffered(in, filter, *work, {Algorithm::kButterfly, Algorithm::kHalvingDoubling}) &&
+                        runs(false, {Algorithm::kButterfly, Algorithm::kHalvingDoubling});
+  const bool hier = in.hierAvailable && extraOffered(in, filter, *work, {Algorithm::kHierarchicalRing}) &&
+                    runs(false, {Algorithm::kHierarchicalRing});
+  const bool torus = in.torusAvailable && extraOffered(in, filter, *work, {Algorithm::kTorus2D}) &&
+                     runs(false, {Algorithm::kTorus2D});
+  const bool oneShot = in.oneShotAvailable && extraOffered(in, filter, *work, {Algorithm::kOneShot}) &&
+                       runs(true, {Algorithm::kOneShot});
   const tuning::Choice choice = tuning::chooseAlgorithm(
       collKind(work->func), totalBytes, in.shape, simple, filter, in.treesAvailable, oneShot, exchange,
       hier, torus ? in.torus : tuning::TorusShape{0, 0}, llChoosable(in, *work) ? &ll : nullptr);
@@ -136,16 +155,23 @@ void addOnce(std::vector<int>* list, int c) {
   if (std::find(list->begin(), list->end(), c) == list->end()) list->push_back(c);
 }
 
-void useLL(const PlanInputs& in, uint64_t elemSize, device::CollWork* work);
+void useLines(const PlanInputs& in, uint64_t elemSize, device::Proto proto, device::CollWork* work);
 
 // Whether this call may run LL: links within a node, and a kernel for it.
 bool llPossibleFor(const PlanInputs& in, const device::CollWork& work) {
   return in.llPossible && (!in.llSumOnly || isDataOnly(work.func) || work.op == device::RedOpKind::kSum);
 }
 
-// Simple or LL (the same choice on every rank). Under LL a chunk spans as
-// many LL steps as a Simple chunk spans slots, so a ring rank's sends of
-// one chunk still fit in the peer's FIFO without waiting for it.
+// LL128: LL's conditions, links that keep a 128-byte store whole, and an
+// algorithm written for it (rings and trees, as in NCCL).
+bool ll128PossibleFor(const PlanInputs& in, const device::CollWork& work) {
+  return in.ll128Possible && llPossibleFor(in, work) &&
+         (work.algo == device::Algo::kRing || work.algo == device::Algo::kTree);
+}
+
+// Simple, LL or LL128 (the same choice on every rank). Under LL and LL128 a
+// chunk spans as many steps as a Simple chunk spans slots, so a ring rank's
+// sends of one chunk still fit in the peer's FIFO without waiting for it.
 void chooseProto(const PlanInputs& in, const tuning::Choice& algoChoice, int64_t totalBytes, uint64_t elemSize,
                  device::CollWork* work) {
   static const tuning::ProtoFilter kAny;
@@ -159,6 +185,7 @@ void chooseProto(const PlanInputs& in, const tuning::Choice& algoChoice, int64_t
                                                     : tuning::Algorithm::kRing;
   pin.bytes = totalBytes;
   pin.llPossible = llPossibleFor(in, *work);
+  pin.ll128Possible = ll128PossibleFor(in, *work);
   pin.llByDefault = in.llByDefault;
   pin.simpleUs = algoChoice.estimateUs[static_cast<int>(pin.algo)];
   pin.llUs = algoChoice.llUs[static_cast<int>(pin.algo)];
@@ -166,14 +193,20 @@ void chooseProto(const PlanInputs& in, const tuning::Choice& algoChoice, int64_t
   WEFT_INFO(log::kTuning, "%s %lld bytes, %s: protocol %s (%s)", tuning::collKindName(pin.coll),
             static_cast<long long>(totalBytes), tuning::algorithmName(pin.algo), tuning::protocolName(choice.proto),
             choice.reason);
-  if (choice.proto == tuning::Protocol::kLL) useLL(in, elemSize, work);
+  if (choice.proto == tuning::Protocol::kLL) useLines(in, elemSize, device::Proto::kLL, work);
+  if (choice.proto == tuning::Protocol::kLL128) useLines(in, elemSize, device::Proto::kLL128, work);
 }
 
-// Under LL a chunk spans as many LL steps as a Simple chunk spans slots.
-void useLL(const PlanInputs& in, uint64_t elemSize, device::CollWork* work) {
-  work->proto = device::Proto::kLL;
-  const uint64_t llPayload = static_cast<uint64_t>(device::llStepBytesFor(in.stepBytes)) / 2;
-  const uint64_t chunk = llPayload * static_cast<uint64_t>(in.chunkSteps) / elemSize;
+// Under LL (LL128) a chunk spans as many LL (LL128) steps as a Simple chunk
+// spans slots: the payload of a step is half (15/16) of its line bytes.
+void useLines(const PlanInputs& in, uint64_t elemSize, device::Proto proto, device::CollWork* work) {
+  work->proto = proto;
+  const uint64_t payload =
+      proto == device::Proto::kLL
+          ? static_cast<uint64_t>(device::llStepBytesFor(in.stepBytes)) / 2
+          : static_cast<uint64_t>(device::ll128StepBytesFor(in.stepBytes)) / device::kLL128LineBytes *
+                device::kLL128PayloadBytes;
+  const uint64_t chunk = payload * static_cast<uint64_t>(in.chunkSteps) / elemSize;
   work->chunkElems = std::max<uint64_t>(work->alignElems, chunk / work->alignElems * work->alignElems);
 }
 
@@ -213,7 +246,7 @@ void askTuner(const PlanInputs& in, const tuning::Choice& choice, int64_t totalB
   work->algo = answer.algo == tuning::Algorithm::kTree ? device::Algo::kTree : device::Algo::kRing;
   work->proto = device::Proto::kSimple;
   work->chunkElems = simpleChunk;
-  if (answer.proto == tuning::Protocol::kLL) useLL(in, elemSize, work);
+  if (answer.proto == tuning::Protocol::kLL) useLines(in, elemSize, device::Proto::kLL, work);
   WEFT_INFO(log::kTuning, "%s %lld bytes: tuner %s chose %s, %s, %d channels", tuning::collKindName(coll),
             static_cast<long long>(totalBytes), in.tuner->name().c_str(), tuning::algorithmName(answer.algo),
             tuning::protocolName(answer.proto), *nch);

@@ -42,8 +42,9 @@ struct PlanInputs {
   // it and every link is within a node) and is picked without being asked.
   const tuning::ProtoFilter* protoFilter = nullptr;
   bool llPossible = false;
+  bool ll128Possible = false;  // LL possible and every link keeps a 128-byte store whole
   bool llByDefault = false;
-  bool llSumOnly = false;  // the backend has LL kernels for the sum and data-only calls only
+  bool llSumOnly = false;  // the backend has LL (and LL128) kernels for the sum and data-only calls only
   // One node and a backend with direct mode: large ring calls write straight
   // into the peers' user buffers where a link reaches them (threads; processes
   // through mapped segments or cross-memory attach), else through the slots.

@@ -3,7 +3,8 @@
 //   Primitives<T, RedOp, Fan, Proto, Coop>
 //     T      element type            RedOp  reduction functor (reduce_ops.h)
 //     Fan    most peers received from / sent to (ring 1/1, tree up to 3)
-//     Proto  protocol policy: ProtoSimple (prims_simple.h), ProtoLL (prims_ll.h)
+//     Proto  protocol policy: ProtoSimple (prims_simple.h), ProtoLL (prims_ll.h),
+//            ProtoLL128 (prims_ll128.h)
 //     Coop   the executing team (backend/host/host_coop.h, backend/cuda/)
 //
 // Verbs (n elements; src is this rank's input, dst its output):
@@ -30,6 +31,8 @@ namespace weft::device {
 struct ProtoSimple {};
 // Lines that carry their data with the step flag (ll_line.h).
 struct ProtoLL {};
+// 128-byte lines of 120 payload bytes and the step flag (ll128_line.h).
+struct ProtoLL128 {};
 
 template <int MaxRecvPeers, int MaxSendPeers>
 struct Fan {
@@ -58,4 +61,5 @@ WEFT_HD void checkStepSignature(Coop& coop, const FifoEnd& end, uint32_t ours, i
 }  // namespace weft::device
 
 #include "device/prims_ll.h"
+#include "device/prims_ll128.h"
 #include "device/prims_simple.h"

@@ -137,6 +137,10 @@ WEFT_HD bool isExchange(Algo algo) { return algo == Algo::kButterfly || algo == 
 // The algorithms written for both protocols; the others run under Simple
 // whatever the call asked (the planner gives them Simple anyway).
 WEFT_HD bool hasLLForm(Algo algo) { return algo == Algo::kRing || algo == Algo::kTree || algo == Algo::kOneShot; }
+// LL128 as NCCL has it: rings and trees.
+WEFT_HD bool hasLL128Form(Algo algo) { return algo == Algo::kRing || algo == Algo::kTree; }
+template <typename P>
+constexpr bool kIsLL128 = std::is_same_v<P, ProtoLL128>;
 
 // AllReduce, ReduceScatter and Reduce with functor RedOp.
 template <typename T, typename RedOp, typename Coop, typename P = ProtoSimple>
@@ -157,7 +161,7 @@ WEFT_HD void runRingReducing(Coop& coop, const ChannelView& channel, const CollW
 // AllGather and Broadcast move bytes whatever the user's type.
 template <typename Coop, typename P>
 WEFT_HD void runDataOnlyProto(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  if constexpr (Coop::kHasOneShot) {
+  if constexpr (Coop::kHasOneShot && !kIsLL128<P>) {
     if (work.algo == Algo::kOneShot) {
       using Copy = FuncCopy<uint8_t>;
       Primitives<uint8_t, Copy, Fan<kMaxFlatPeers, kMaxFlatPeers>, P, Coop> out(coop, Copy(), channel.id, nullptr, 0,
@@ -190,6 +194,10 @@ template <typename Coop>
 WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork& work) {
   if constexpr (Coop::kHasLL) {
     if (work.proto == Proto::kLL && hasLLForm(work.algo)) return runDataOnlyProto<Coop, ProtoLL>(coop, channel, work);
+  }
+  if constexpr (Coop::kHasLL128) {
+    if (work.proto == Proto::kLL128 && hasLL128Form(work.algo))
+      return runDataOnlyProto<Coop, ProtoLL128>(coop, channel, work);
   }
   runDataOnlyProto<Coop, ProtoSimple>(coop, channel, work);
 }
@@ -232,7 +240,7 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
       return runTreeAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
   constexpr bool kOpHasExtras = K == RedOpKind::kSum || !Coop::kExtraSumOnly;
-  if constexpr (Coop::kHasOneShot && kOpHasExtras) {
+  if constexpr (Coop::kHasOneShot && kOpHasExtras && !kIsLL128<P>) {
     if (work.algo == Algo::kOneShot && work.func == Func::kAllReduce)
       return runOneShotAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
     if (work.algo == Algo::kOneShot && work.func == Func::kReduceScatter)
@@ -255,12 +263,17 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
 }
 
 // The protocol is chosen per call (work.proto); only teams that declare LL
-// get its instantiations.
+// (LL128) get its instantiations, for the ops LL has.
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
-  if constexpr (Coop::kHasLL && (K == RedOpKind::kSum || !Coop::kLLSumOnly)) {
+  constexpr bool kLLOp = K == RedOpKind::kSum || !Coop::kLLSumOnly;
+  if constexpr (Coop::kHasLL && kLLOp) {
     if (work.proto == Proto::kLL && hasLLForm(work.algo))
       return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
+  }
+  if constexpr (Coop::kHasLL128 && kLLOp) {
+    if (work.proto == Proto::kLL128 && hasLL128Form(work.algo))
+      return runReducingProto<T, K, Coop, ProtoLL128>(coop, channel, work);
   }
   runReducingProto<T, K, Coop, ProtoSimple>(coop, channel, work);
 }

@@ -10,8 +10,9 @@
 // count, type, op or root on two ranks, or one rank a call behind), and the wait fails naming both sides' arguments
 // (core/failure.cc) instead of mixing unrelated data.
 //
-// LL steps (prims_ll.h) have no tail: their hash travels as one LL pack of
-// its own per step (FifoControl::llSigPacks), flagged like the data.
+// LL and LL128 steps (prims_lines.h) have no tail: their hash travels as one
+// LL pack of its own per step (FifoControl::lineSigPacks), flagged like the
+// data.
 //
 // A word of 0 means "not checked": communicators with WEFT_CHECK_CALLS=0,
 // whose producers write nothing. Steps that cross the network carry their

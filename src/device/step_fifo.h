@@ -46,9 +46,11 @@ struct FifoControl {
   // kernel does not need them (both ends compute sizes identically); the
   // proxy does, to post network sends of the right length.
   alignas(128) int64_t sizes[kFifoSteps];
-  // LL region: LL steps the consumer has finished reading (the producer's
-  // only wait; LL data needs no tail, its lines carry their own flags).
+  // Line regions (LL, LL128): steps the consumer has finished reading (the
+  // producer's only wait; line data needs no tail, its lines carry their own
+  // flags). One line each: the two regions are used by different calls.
   alignas(128) uint64_t llHead;
+  alignas(128) uint64_t ll128Head;
   // Direct mode (prims_simple.h): the consumer posts its user buffer for its
   // directSeq-th direct call; the producer writes into it only after seeing
   // that very sequence number. directBase is the buffer's address in the
@@ -63,11 +65,12 @@ struct FifoControl {
   // The call each step belongs to in full (device/signature.h): written with
   // the data, read by the consumer only when the hash differs, to name it.
   alignas(128) uint64_t sigs[kFifoSteps][2];
-  // The same for LL steps (prims_ll.h), which have no tail to sit beside:
-  // per slot one LL pack (16 bytes of line memory) whose payload is the
-  // call's hash, flagged with the step like the data, and the call in full.
-  alignas(128) uint64_t llSigPacks[kFifoSteps][2];
-  uint64_t llSigs[kFifoSteps][2];
+  // The same for the line regions' steps (prims_lines.h), which have no
+  // tail to sit beside: per region and slot one LL pack (16 bytes of line
+  // memory) whose payload is the call's hash, flagged with the step like the
+  // data, and the call in full. Index 0: the LL region, 1: LL128's.
+  alignas(128) uint64_t lineSigPacks[2][kFifoSteps][2];
+  uint64_t lineSigs[2][kFifoSteps][2];
 };
 
 // FifoEnd::tail points at the start of its FifoControl.
@@ -105,6 +108,28 @@ WEFT_HD constexpr int64_t llStepBytesFor(int64_t stepBytes) {
   return stepBytes >= kLLMaxStepBytes ? kLLMaxStepBytes : (stepBytes < 128 ? 128 : stepBytes / 128 * 128);
 }
 
+// Line bytes of one LL128 step: the same rule with a larger cap (LL128
+// carries 15/16 of its lines as payload and serves medium sizes, where the
+// step is the pipeline's grain), whole 128-byte lines.
+constexpr int64_t kLL128MaxStepBytes = 64 * 1024;
+WEFT_HD constexpr int64_t ll128StepBytesFor(int64_t stepBytes) {
+  return stepBytes >= kLL128MaxStepBytes ? kLL128MaxStepBytes : (stepBytes < 128 ? 128 : stepBytes / 128 * 128);
+}
+
+// A region of flagged lines (LL or LL128): kFifoSteps steps of stepBytes
+// line bytes, with its own step sequence and flow control, independent of
+// the Simple slots and of the other region. Each protocol has its own
+// region, so a line is only ever read in the format it was written in.
+struct LineRegion {
+  char* lines;        // null: this connection has no such region
+  uint64_t* head;     // steps the consumer has read (written by the consumer only)
+  uint64_t* sigPacks;  // kFifoSteps x 2 words: per slot the call's hash as an LL pack
+  uint64_t* sigs;      // kFifoSteps x 2 words: per slot the call in full
+  int64_t stepBytes;
+  uint64_t step;  // producer: steps written; consumer: steps read
+  uint64_t seen;  // producer: head as last read
+};
+
 // One side's handle on a connection: plain pointers valid in the address
 // space of the side that uses it, plus that side's position. Trivially
 // copyable so kernels can load it from device memory.
@@ -125,13 +150,9 @@ struct FifoEnd {
   uint64_t seen;
   int32_t peer;   // the rank at the other end (for messages)
   int32_t reach;  // kReach*: how direct mode may reach the other end's user buffers
-  // The LL region (prims_ll.h): kFifoSteps steps of llStepBytes line bytes,
-  // its own step sequence and flow control, independent of the slots above.
-  char* llLines;     // null: this connection has no LL region
-  uint64_t* llHead;  // written by the consumer only
-  int64_t llStepBytes;
-  uint64_t llStep;  // producer: LL steps written; consumer: LL steps read
-  uint64_t llSeen;  // producer: llHead as last read
+  // The line regions: LL's (prims_ll.h) and LL128's (prims_ll128.h).
+  LineRegion ll;
+  LineRegion ll128;
   // Direct mode: the shared mailbox and the direct calls made on this end;
   // on a producer's end between processes (kReachShared), the calls whose
   // way was a pointer into the consumer's buffer (a mapped segment or
@@ -146,8 +167,10 @@ struct FifoEnd {
 WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
   orig->step = local.step;
   orig->seen = local.seen;
-  orig->llStep = local.llStep;
-  orig->llSeen = local.llSeen;
+  orig->ll.step = local.ll.step;
+  orig->ll.seen = local.ll.seen;
+  orig->ll128.step = local.ll128.step;
+  orig->ll128.seen = local.ll128.seen;
   orig->directCalls = local.directCalls;
   orig->directMapped = local.directMapped;
 }

@@ -14,11 +14,20 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->step = 0;
   end->seen = 0;
   end->peer = peer;
-  end->llLines = static_cast<char*>(base) + llOffset(stepBytes);
-  end->llHead = &control->llHead;
-  end->llStepBytes = device::llStepBytesFor(stepBytes);
-  end->llStep = 0;
-  end->llSeen = 0;
+  end->ll = device::LineRegion{static_cast<char*>(base) + llOffset(stepBytes),
+                               &control->llHead,
+                               &control->lineSigPacks[0][0][0],
+                               &control->lineSigs[0][0][0],
+                               device::llStepBytesFor(stepBytes),
+                               0,
+                               0};
+  end->ll128 = device::LineRegion{static_cast<char*>(base) + ll128Offset(stepBytes),
+                                  &control->ll128Head,
+                                  &control->lineSigPacks[1][0][0],
+                                  &control->lineSigs[1][0][0],
+                                  device::ll128StepBytesFor(stepBytes),
+                                  0,
+                                  0};
   end->reach = device::kReachNone;
   end->directSeq = &control->directSeq;
   end->directBase = &control->directBase;

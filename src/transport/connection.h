@@ -29,22 +29,29 @@ struct Connection {
   bool connected() const { return transport != nullptr; }
 };
 
-// Byte layout of a FIFO's memory: control words, the Simple slots, then the
-// LL region (kFifoSteps steps of llStepBytesFor(stepBytes) line bytes).
-// Every transport lays its FIFO out this way, so every link has both; the
-// net transport's proxy moves only the slots, so LL is planned only for
-// links within a node. The memory must start zeroed (no LL flag is 0 before
-// its slot was written).
+// Byte layout of a FIFO's memory: control words, the Simple slots, the LL
+// region (kFifoSteps steps of llStepBytesFor(stepBytes) line bytes), then
+// the LL128 region (kFifoSteps steps of ll128StepBytesFor(stepBytes)).
+// Every transport lays its FIFO out this way, so every link has all three;
+// the net transport's proxy moves only the slots, so LL and LL128 are
+// planned only for links within a node. The memory must start zeroed (no
+// line flag is 0 once its slot was written).
 struct FifoLayout {
   static constexpr size_t kControlBytes = 4096;  // FifoControl, padded to a page
   static size_t llOffset(int64_t stepBytes) {
     return kControlBytes + static_cast<size_t>(stepBytes) * device::kFifoSteps;
   }
+  // On a 128-byte boundary: a warp stores each LL128 line as one transaction.
+  static size_t ll128Offset(int64_t stepBytes) {
+    const size_t end =
+        llOffset(stepBytes) + static_cast<size_t>(device::llStepBytesFor(stepBytes)) * device::kFifoSteps;
+    return (end + 127) / 128 * 128;
+  }
   // Whole pages: the memory comes from aligned_alloc(4096, ...), mmap or
   // pinned allocations, and aligned_alloc wants a multiple of its alignment.
   static size_t totalBytes(int64_t stepBytes) {
     const size_t bytes =
-        llOffset(stepBytes) + static_cast<size_t>(device::llStepBytesFor(stepBytes)) * device::kFifoSteps;
+        ll128Offset(stepBytes) + static_cast<size_t>(device::ll128StepBytesFor(stepBytes)) * device::kFifoSteps;
     return (bytes + kControlBytes - 1) / kControlBytes * kControlBytes;
   }
   // Points `end` into memory laid out as above, from the given side.

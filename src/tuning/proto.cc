@@ -91,6 +91,12 @@ CollKind ProtoFilter::onlyLL128() const {
 ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter) {
   const bool simpleOk = filter.allows(in.coll, Protocol::kSimple);
   const bool llOk = filter.allows(in.coll, Protocol::kLL);
+  const int64_t limit = in.algo == Algorithm::kOneShot ? kLLMaxBytesOneShot : kLLMaxBytesRing;
+  if (in.ll128Possible && filter.allows(in.coll, Protocol::kLL128) && !simpleOk) {
+    if (!llOk || !in.llPossible) return {Protocol::kLL128, "NCCL_PROTO leaves LL128"};
+    if (in.bytes > limit) return {Protocol::kLL128, "NCCL_PROTO excludes Simple; LL128 above LL's size bound"};
+    return {Protocol::kLL, "NCCL_PROTO excludes Simple; LL at this size"};
+  }
   if (!in.llPossible) {
     if (!simpleOk) return {Protocol::kSimple, "NCCL_PROTO allows nothing possible here (LL needs links within a node)"};
     return {Protocol::kSimple, "LL is not possible here"};
@@ -101,7 +107,6 @@ ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter) {
   if (in.simpleUs >= 0 && in.llUs >= 0)
     return in.llUs < in.simpleUs ? ProtoChoice{Protocol::kLL, "LL is cheaper by the model"}
                                  : ProtoChoice{Protocol::kSimple, "Simple is cheaper by the model"};
-  const int64_t limit = in.algo == Algorithm::kOneShot ? kLLMaxBytesOneShot : kLLMaxBytesRing;
   if (in.algo == Algorithm::kTree || in.bytes > limit) return {Protocol::kSimple, "Simple is faster at this size"};
   return {Protocol::kLL, "LL is faster at this size"};
 }

@@ -27,8 +27,8 @@ class ProtoFilter {
   }
   // Whether the text named protocols at all (an empty NCCL_PROTO did not).
   bool explicitlySet() const { return set_; }
-  // A collective allowed LL128 and nothing Weft runs (Simple or LL): the
-  // collective kind, or kCount when there is none.
+  // A collective allowed LL128 and neither Simple nor LL: the collective
+  // kind, or kCount when there is none.
   CollKind onlyLL128() const;
 
  private:
@@ -59,6 +59,9 @@ struct ProtoInputs {
   Algorithm algo = Algorithm::kRing;
   int64_t bytes = 0;         // all ranks' bytes, as for chooseAlgorithm
   bool llPossible = false;   // the backend runs LL and every link is within a node
+  // The backend runs LL128 for this algorithm and every link keeps a 128-byte
+  // store whole (one GPU, NVLink; the host's emulation needs nothing).
+  bool ll128Possible = false;
   bool llByDefault = false;  // the backend picks LL by itself (else only when NCCL_PROTO allows LL and not Simple)
   // The cost model's estimates of the call under each protocol (<0: not
   // priced; the byte bounds above decide instead).
@@ -72,9 +75,11 @@ struct ProtoChoice {
 };
 
 // LL when it is possible, allowed and cheaper by the model (or, where the
-// call was not priced, the message is small); else Simple. LL128
-// is never chosen: Weft does not implement it (on the host a 128-byte store
-// is not seen whole; on GPUs it is not built yet).
+// call was not priced, the message is small); else Simple. LL128 has no
+// figures in the model yet (measured on the host it never beats both others,
+// docs/performance.md; not yet on a GPU), so it runs only where NCCL_PROTO
+// leaves no priced protocol: LL128 alone, or LL128 and LL with Simple
+// excluded, LL128 above LL's size bound.
 ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter);
 
 }  // namespace weft::tuning

@@ -200,6 +200,17 @@ TEST_P(MismatchProto, DatatypeUnderLL) {
                  {"int64, max", "double, max"});
 }
 
+// LL128's steps sign like LL's, in a region of their own.
+TEST_P(MismatchProto, CountUnderLL128) {
+  ScopedEnv proto("NCCL_PROTO", "LL128");
+  expectMismatch(GetParam(), 3,
+                 [](int rank, ncclComm_t comm) {
+                   std::vector<float> data(rank == 1 ? 3000 : 2000, 1.0f);
+                   return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, ncclSum, comm, nullptr);
+                 },
+                 {"AllReduce(count 2000, float, sum", "AllReduce(count 3000, float, sum"});
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, MismatchProto, ::testing::Values(RankMode::kThreads, RankMode::kProcesses));
 
 // Four ranks on two virtual nodes: rank 1's call differs from everyone

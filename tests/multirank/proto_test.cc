@@ -1,8 +1,9 @@
-// Every collective under each protocol (NCCL_PROTO=LL and NCCL_PROTO=Simple)
-// against the scalar reference of coll_check.h, so LL and Simple give the
+// Every collective under each protocol (NCCL_PROTO=LL, LL128 and Simple)
+// against the scalar reference of coll_check.h, so the protocols give the
 // same results: every type and op at one size; sizes around LL's pack, step
-// and chunk borders for 2 to 8 ranks; one-shot and tree under LL; ranks as
-// threads (p2p FIFOs) and as processes (shm FIFOs).
+// and chunk borders and LL128's line, step and chunk borders for 2 to 8
+// ranks; one-shot and tree under LL, tree under LL128; ranks as threads
+// (p2p FIFOs) and as processes (shm FIFOs).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -46,11 +47,11 @@ std::string typeParamName(const ::testing::TestParamInfo<TypeParam>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, ProtoTypesAndOps,
-                         ::testing::Combine(::testing::Values(RankMode::kThreads), ::testing::Values("LL", "Simple"),
-                                            ::testing::ValuesIn(kAllTypes)),
+                         ::testing::Combine(::testing::Values(RankMode::kThreads),
+                                            ::testing::Values("LL", "LL128", "Simple"), ::testing::ValuesIn(kAllTypes)),
                          typeParamName);
 INSTANTIATE_TEST_SUITE_P(Processes, ProtoTypesAndOps,
-                         ::testing::Combine(::testing::Values(RankMode::kProcesses), ::testing::Values("LL"),
+                         ::testing::Combine(::testing::Values(RankMode::kProcesses), ::testing::Values("LL", "LL128"),
                                             ::testing::Values(ncclInt8, ncclFloat64, ncclBfloat16)),
                          typeParamName);
 
@@ -113,15 +114,60 @@ INSTANTIATE_TEST_SUITE_P(Processes, LLBorders,
                                             ::testing::Values(1)),
                          sizeParamName);
 
-// ---- One-shot and tree AllReduce (and one-shot AllGather, ReduceScatter,
-// Broadcast) under LL.
+// ---- LL128 across its borders. NCCL_BUFFSIZE=65536: 8 KiB slots, so LL128
+// steps of 64 lines carrying 7680 bytes, lines of 120 payload bytes, and
+// ring chunks of 4 steps rounded down to 64 bytes.
 
-using AlgoParam = std::tuple<const char*, int>;  // NCCL_ALGO, ranks
+constexpr size_t kLL128StepPayload = 64 * 120;
+
+std::vector<size_t> ll128BorderCounts(size_t elemSize, int nranks, int channels) {
+  const size_t line = 120 / elemSize;
+  const size_t step = kLL128StepPayload / elemSize;
+  const size_t n = static_cast<size_t>(nranks);
+  const size_t chunk = 4 * step;
+  return {1, line - 1, line, line + 1, 8 / elemSize + 1, step - 1, step + 1, step * n + 1,
+          chunk * n * static_cast<size_t>(channels) + 3, (size_t{200} << 10) / elemSize + 5};
+}
+
+class LL128Borders : public ::testing::TestWithParam<SizeParam> {};
+
+TEST_P(LL128Borders, EveryCollectiveAcrossLineStepAndChunkBorders) {
+  const auto [mode, nranks, channels] = GetParam();
+  ScopedEnv proto("NCCL_PROTO", "LL128");
+  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
+  const std::string ch = std::to_string(channels);
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", ch.c_str());
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", ch.c_str());
+  std::vector<CollCase> cases;
+  for (CollOp coll : kAllColls) {
+    if (coll >= CollOp::kAlltoAll) continue;  // send/recv: Simple whatever NCCL_PROTO says
+    const ncclDataType_t type = isReducing(coll) ? (coll == CollOp::kReduce ? ncclFloat64 : ncclFloat32) : ncclInt8;
+    const size_t elem = type == ncclInt8 ? 1 : type == ncclFloat64 ? 8 : 4;
+    for (size_t count : ll128BorderCounts(elem, nranks, channels))
+      for (int inPlace = 0; inPlace < (hasInPlace(coll) ? 2 : 1); ++inPlace)
+        cases.push_back({coll, type, TestOp::kSum, count, nranks - 1, inPlace == 1});
+  }
+  runCases(mode, nranks, cases);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, LL128Borders,
+                         ::testing::Values(SizeParam{RankMode::kThreads, 2, 1}, SizeParam{RankMode::kThreads, 3, 1},
+                                           SizeParam{RankMode::kThreads, 5, 4}, SizeParam{RankMode::kThreads, 8, 1}),
+                         sizeParamName);
+INSTANTIATE_TEST_SUITE_P(Processes, LL128Borders,
+                         ::testing::Values(SizeParam{RankMode::kProcesses, 2, 1},
+                                           SizeParam{RankMode::kProcesses, 4, 2}),
+                         sizeParamName);
+
+// ---- One-shot and tree AllReduce (and one-shot AllGather, ReduceScatter,
+// Broadcast) under LL; tree AllReduce (and ring for the others) under LL128.
+
+using AlgoParam = std::tuple<const char*, int, const char*>;  // NCCL_ALGO, ranks, NCCL_PROTO
 class LLAlgorithms : public ::testing::TestWithParam<AlgoParam> {};
 
 TEST_P(LLAlgorithms, MatchTheReference) {
-  const auto [algo, nranks] = GetParam();
-  ScopedEnv proto("NCCL_PROTO", "LL");
+  const auto [algo, nranks, protocol] = GetParam();
+  ScopedEnv proto("NCCL_PROTO", protocol);
   ScopedEnv algoEnv("NCCL_ALGO", algo);
   ScopedEnv buff("NCCL_BUFFSIZE", "65536");
   std::vector<CollCase> cases;
@@ -134,10 +180,12 @@ TEST_P(LLAlgorithms, MatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(All, LLAlgorithms,
-                         ::testing::Values(AlgoParam{"OneShot", 2}, AlgoParam{"OneShot", 4}, AlgoParam{"Tree", 3},
-                                           AlgoParam{"Tree", 6}),
+                         ::testing::Values(AlgoParam{"OneShot", 2, "LL"}, AlgoParam{"OneShot", 4, "LL"},
+                                           AlgoParam{"Tree", 3, "LL"}, AlgoParam{"Tree", 6, "LL"},
+                                           AlgoParam{"Tree", 3, "LL128"}, AlgoParam{"Tree", 6, "LL128"}),
                          [](const ::testing::TestParamInfo<AlgoParam>& p) {
-                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param));
+                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param)) +
+                                  "_" + std::get<2>(p.param);
                          });
 
 // ---- Direct mode: ranks as threads write into each other's user buffers

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "device/step_fifo.h"
@@ -17,7 +18,10 @@ struct Link {
   FifoEnd consumer{};
   Link(int64_t stepBytes, int from, int to) {
     const size_t bytes = transport::FifoLayout::totalBytes(stepBytes);
-    memory.reset(std::calloc(1, bytes), [](void* p) { std::free(p); });
+    // Page-aligned and zeroed, as the transports' memory.
+    void* base = std::aligned_alloc(4096, bytes);
+    std::memset(base, 0, bytes);
+    memory.reset(base, [](void* p) { std::free(p); });
     transport::FifoLayout::attach(memory.get(), stepBytes, to, &producer);
     transport::FifoLayout::attach(memory.get(), stepBytes, from, &consumer);
   }

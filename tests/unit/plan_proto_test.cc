@@ -92,5 +92,59 @@ TEST(PlanProto, LLSumOnlyBackendKeepsOtherOpsOnSimple) {
   EXPECT_EQ(plan.channels[0][0].coll.proto, device::Proto::kSimple);
 }
 
+// NCCL_PROTO=LL128 where it can run: rings and trees under LL128 with
+// chunks of LL128 steps (15/16 of their line bytes); one-shot, which has
+// no LL128 form, and links that may split a line keep Simple.
+TEST(PlanProto, LL128WhenNamedWithChunksOfLL128Steps) {
+  auto parsed = tuning::ProtoFilter::parse("LL128");
+  ASSERT_TRUE(parsed.ok());
+  const tuning::ProtoFilter onlyLL128 = parsed.value();
+  PlanInputs in = inputs(&onlyLL128);
+  in.ll128Possible = true;
+  for (device::Func func : {device::Func::kAllReduce, device::Func::kAllGather, device::Func::kBroadcast,
+                            device::Func::kReduceScatter, device::Func::kReduce}) {
+    const device::CollWork w = planOne(in, func, 1 << 20);
+    EXPECT_EQ(w.proto, device::Proto::kLL128) << static_cast<int>(func);
+    EXPECT_EQ(w.direct, 0);
+    // 8 KiB slots -> 8 KiB LL128 steps carrying 64 lines x 120 bytes; 4 steps a chunk.
+    const uint64_t elem = func == device::Func::kAllGather || func == device::Func::kBroadcast ? 1 : sizeof(float);
+    const uint64_t align = 64 / elem;
+    EXPECT_EQ(w.chunkElems, 4u * 64 * 120 / elem / align * align) << static_cast<int>(func);
+  }
+  auto tree = tuning::AlgoFilter::parse("Tree");
+  ASSERT_TRUE(tree.ok());
+  PlanInputs treeIn = in;
+  treeIn.treesAvailable = true;
+  treeIn.shape = tuning::Shape{2, 1, 2, 1};
+  treeIn.algoFilter = &tree.value();
+  const device::CollWork t = planOne(treeIn, device::Func::kAllReduce, 4096);
+  EXPECT_EQ(t.algo, device::Algo::kTree);
+  EXPECT_EQ(t.proto, device::Proto::kLL128);
+  auto oneShot = tuning::AlgoFilter::parse("OneShot");
+  ASSERT_TRUE(oneShot.ok());
+  PlanInputs flat = in;
+  flat.oneShotAvailable = true;
+  flat.algoFilter = &oneShot.value();
+  const device::CollWork f = planOne(flat, device::Func::kAllReduce, 64);
+  EXPECT_EQ(f.algo, device::Algo::kOneShot);
+  EXPECT_EQ(f.proto, device::Proto::kSimple);
+  // Unnamed, one-shot (no LL128 form) is not offered under NCCL_PROTO=LL128:
+  // the small call runs a ring under LL128 instead of Simple.
+  flat.algoFilter = nullptr;
+  for (size_t count : {size_t{2}, size_t{1024}}) {
+    const device::CollWork r = planOne(flat, device::Func::kAllReduce, count);
+    EXPECT_EQ(r.algo, device::Algo::kRing) << count;
+    EXPECT_EQ(r.proto, device::Proto::kLL128) << count;
+  }
+  in.ll128Possible = false;
+  EXPECT_EQ(planOne(in, device::Func::kAllReduce, 1 << 20).proto, device::Proto::kSimple);
+  // Unnamed, LL128 is never picked.
+  const tuning::ProtoFilter any;
+  PlanInputs byDefault = inputs(&any);
+  byDefault.ll128Possible = true;
+  for (size_t count : {size_t{2}, size_t{4096}, size_t{1} << 20})
+    EXPECT_NE(planOne(byDefault, device::Func::kAllReduce, count).proto, device::Proto::kLL128) << count;
+}
+
 }  // namespace
 }  // namespace weft::core

@@ -94,10 +94,37 @@ TEST(ChooseProtocol, FilterForcesEitherWay) {
   EXPECT_EQ(chooseProtocol(hostInputs(8, Algorithm::kTree), parsed("LL")).proto, Protocol::kLL);
 }
 
-TEST(ChooseProtocol, LL128AloneRunsSimple) {
-  const ProtoChoice c = chooseProtocol(hostInputs(8), parsed("LL128"));
+// LL128 has no figures in the model: it runs where NCCL_PROTO leaves it
+// alone, or beside LL without Simple above LL's size bound; never by itself.
+TEST(ChooseProtocol, LL128OnlyWhereNcclProtoLeavesNoPricedProtocol) {
+  ProtoInputs in = hostInputs(8);
+  in.ll128Possible = true;
+  EXPECT_EQ(chooseProtocol(in, parsed("LL128")).proto, Protocol::kLL128);
+  in.bytes = 64 << 20;
+  EXPECT_EQ(chooseProtocol(in, parsed("LL128")).proto, Protocol::kLL128);
+  EXPECT_EQ(chooseProtocol(in, parsed("LL,LL128")).proto, Protocol::kLL128);
+  EXPECT_EQ(chooseProtocol(in, parsed("^Simple")).proto, Protocol::kLL128);
+  EXPECT_EQ(chooseProtocol(in, ProtoFilter()).proto, Protocol::kSimple);
+  EXPECT_EQ(chooseProtocol(in, parsed("Simple,LL128")).proto, Protocol::kSimple);
+  in.bytes = kLLMaxBytesRing;
+  EXPECT_EQ(chooseProtocol(in, parsed("LL,LL128")).proto, Protocol::kLL);
+  EXPECT_EQ(chooseProtocol(in, ProtoFilter()).proto, Protocol::kLL);
+  // Per collective: Broadcast alone under LL128.
+  const ProtoFilter perColl = parsed("simple;broadcast:ll128");
+  EXPECT_EQ(chooseProtocol(in, perColl).proto, Protocol::kSimple);
+  in.coll = CollKind::kBroadcast;
+  EXPECT_EQ(chooseProtocol(in, perColl).proto, Protocol::kLL128);
+}
+
+// Where LL128 cannot run (links that may split a line, the network, an
+// algorithm without an LL128 form), asking for it alone gives Simple.
+TEST(ChooseProtocol, LL128AloneWhereImpossibleRunsSimple) {
+  ProtoInputs in = hostInputs(8);
+  in.ll128Possible = false;
+  const ProtoChoice c = chooseProtocol(in, parsed("LL128"));
   EXPECT_EQ(c.proto, Protocol::kSimple);
   EXPECT_NE(std::string(c.reason).find("nothing"), std::string::npos) << c.reason;
+  EXPECT_EQ(chooseProtocol(in, parsed("LL,LL128")).proto, Protocol::kLL);
 }
 
 TEST(ChooseProtocol, NoLLWhereImpossibleOrNotByDefault) {

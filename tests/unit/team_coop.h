@@ -138,6 +138,7 @@ class TeamCoopT {
   static constexpr bool kHasOneShot = true;
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = false;
+  static constexpr bool kHasLL128 = true;
   static constexpr bool kHasDirect = Direct;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
@@ -193,6 +194,13 @@ class TeamCoopT {
     const bool ok = leaderWait(ready, culprit) != 0;
     if (!ok) failed_ = true;
     return ok;
+  }
+
+  // Emulated threads own whole LL128 lines (ll128_line.h's host form): a
+  // wait of their own, as waitEach.
+  template <typename Ready, typename Culprit>
+  bool waitWarp(Ready&& ready, Culprit&& culprit) {
+    return waitEach(ready, culprit);
   }
 
   // __syncthreads_and.

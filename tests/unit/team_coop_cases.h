@@ -248,8 +248,10 @@ class Mesh {
         EXPECT_EQ(*l.producer.tail, *l.producer.head) << from << " -> " << to << ": steps left in the FIFO";
         EXPECT_EQ(l.producer.step, *l.producer.tail) << from << " -> " << to;
         EXPECT_EQ(l.consumer.step, *l.consumer.head) << from << " -> " << to;
-        EXPECT_EQ(l.producer.llStep, l.consumer.llStep) << from << " -> " << to;
-        EXPECT_EQ(l.consumer.llStep, *l.consumer.llHead) << from << " -> " << to;
+        EXPECT_EQ(l.producer.ll.step, l.consumer.ll.step) << from << " -> " << to;
+        EXPECT_EQ(l.consumer.ll.step, *l.consumer.ll.head) << from << " -> " << to;
+        EXPECT_EQ(l.producer.ll128.step, l.consumer.ll128.step) << from << " -> " << to;
+        EXPECT_EQ(l.consumer.ll128.step, *l.consumer.ll128.head) << from << " -> " << to;
       }
   }
 

@@ -97,7 +97,7 @@ TEST(TeamCoop, DevicePackLoopCoversEveryPackOnce) {
 }
 
 TEST(TeamCoop, RingAllReduce) {
-  for (Proto proto : {Proto::kSimple, Proto::kLL}) {
+  for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128}) {
     sweep(Func::kAllReduce, Algo::kRing, proto, DataType::kFloat32, {2, 3, 4});
     sweep(Func::kAllReduce, Algo::kRing, proto, DataType::kInt32, {3});
     sweep(Func::kAllReduce, Algo::kRing, proto, DataType::kFloat32, {3}, true);
@@ -105,14 +105,14 @@ TEST(TeamCoop, RingAllReduce) {
 }
 
 TEST(TeamCoop, RingReduceScatter) {
-  for (Proto proto : {Proto::kSimple, Proto::kLL}) {
+  for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128}) {
     sweep(Func::kReduceScatter, Algo::kRing, proto, DataType::kFloat32, {3, 4});
     sweep(Func::kReduceScatter, Algo::kRing, proto, DataType::kInt32, {3});
   }
 }
 
 TEST(TeamCoop, RingAllGatherAndBroadcast) {
-  for (Proto proto : {Proto::kSimple, Proto::kLL}) {
+  for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128}) {
     sweep(Func::kAllGather, Algo::kRing, proto, DataType::kUint8, {3, 4});
     sweep(Func::kAllGather, Algo::kRing, proto, DataType::kUint8, {3}, true);
     sweep(Func::kBroadcast, Algo::kRing, proto, DataType::kUint8, {3, 4});
@@ -120,14 +120,14 @@ TEST(TeamCoop, RingAllGatherAndBroadcast) {
 }
 
 TEST(TeamCoop, RingReduce) {
-  for (Proto proto : {Proto::kSimple, Proto::kLL}) {
+  for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128}) {
     sweep(Func::kReduce, Algo::kRing, proto, DataType::kFloat32, {3, 4});
     sweep(Func::kReduce, Algo::kRing, proto, DataType::kInt32, {3});
   }
 }
 
 TEST(TeamCoop, TreeAllReduce) {
-  for (Proto proto : {Proto::kSimple, Proto::kLL}) {
+  for (Proto proto : {Proto::kSimple, Proto::kLL, Proto::kLL128}) {
     sweep(Func::kAllReduce, Algo::kTree, proto, DataType::kFloat32, {2, 4, 5});
     sweep(Func::kAllReduce, Algo::kTree, proto, DataType::kInt32, {5});
   }

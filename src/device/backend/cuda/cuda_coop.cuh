@@ -35,6 +35,11 @@ class CudaCoop {
   // Simple: PlanInputs::llSumOnly).
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = true;
+  // LL128 (prims_ll128.h, eight lanes of 16 bytes per 128-byte line): ring
+  // and tree kernels for the same calls as LL, taken only where NCCL_PROTO
+  // names LL128 and every link keeps a warp's 128-byte store whole
+  // (PlanInputs::ll128Possible), until it is measured on a GPU.
+  static constexpr bool kHasLL128 = true;
   // Direct mode. Ranks of one process on one GPU: the cuda p2p transport
   // marks those links kReachAddress (a peer's user buffer is a pointer this
   // kernel can write). Processes on one node (kReachShared, cuda p2p links
@@ -132,6 +137,37 @@ class CudaCoop {
       }
     if (clock.announced) endAnnouncedWait();
     return true;
+  }
+
+  // A wait of a warp's threads for their LL128 lines together: every lane
+  // calls it the same number of times (prims_ll128.h), the warp polls until
+  // `ready` holds on all its lanes (only the flag lane of a line can see its
+  // flag), and lane 0 checks the abort flag and the clock for the warp, so
+  // the lanes leave together, as the votes need. The host pass (one thread)
+  // is waitEach.
+  template <typename Ready, typename Culprit>
+  __host__ __device__ bool waitWarp(Ready&& ready, Culprit&& culprit) {
+#if WEFT_DEVICE_PASS
+    constexpr unsigned kAll = 0xffffffffu;
+    if (__any_sync(kAll, failed_ ? 1 : 0)) {
+      failed_ = true;
+      return false;
+    }
+    const bool laneZero = (threadIdx.x & 31) == 0;
+    WaitClock clock;
+    for (uint32_t polls = 0; !__all_sync(kAll, ready() ? 1 : 0); ++polls) {
+      if ((polls & 1023) != 1023) continue;
+      const int keep = laneZero ? (keepWaiting(&clock, culprit()) ? 1 : 0) : 1;
+      if (__shfl_sync(kAll, keep, 0) == 0) {
+        failed_ = true;
+        return false;
+      }
+    }
+    if (clock.announced) endAnnouncedWait();
+    return true;
+#else
+    return waitEach(ready, culprit);
+#endif
   }
 
   // Whether every thread of the block succeeded (a barrier: every thread's

@@ -56,6 +56,8 @@ class HostCoop {
   static constexpr bool kHasOneShot = true;
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = false;
+  // LL128, emulated with a release per line (ll128_line.h): ring and tree.
+  static constexpr bool kHasLL128 = true;
   // Ring calls in direct mode: peers' user buffers are addressable (threads),
   // mapped or reached by cross-memory attach (processes; see HostDirect).
   static constexpr bool kHasDirect = true;
@@ -99,6 +101,12 @@ class HostCoop {
   // is this thread, so it is waitUntil.
   template <typename Ready, typename Culprit>
   bool waitEach(Ready&& ready, Culprit&& culprit) {
+    return waitUntil(ready, culprit);
+  }
+  // A wait of the threads sharing LL128 lines (a warp on a GPU): here one
+  // thread owns its lines whole.
+  template <typename Ready, typename Culprit>
+  bool waitWarp(Ready&& ready, Culprit&& culprit) {
     return waitUntil(ready, culprit);
   }
   // Whether every thread of the team succeeded: here, this one.
