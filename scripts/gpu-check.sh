@@ -38,12 +38,12 @@ for np in 1 4; do
   note "weft-perf allreduce cuda $np rank(s) on GPU 0: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-$np.log")"
 done
 # What the cuda backend runs only when asked: each extra algorithm, one-shot
-# under both protocols, LL and LL128 on the ring, LL128 on the tree, and
-# direct mode, against the default
+# under both protocols, LL and LL128 on the ring, and direct mode, against
+# the default
 # at 4 ranks on GPU 0 (checked: -c 1). A variant is settings joined by '+'.
 for variant in default NCCL_ALGO=Butterfly NCCL_ALGO=HalvingDoubling NCCL_ALGO=Torus2D NCCL_ALGO=OneShot \
   NCCL_ALGO=OneShot+NCCL_PROTO=LL NCCL_ALGO=Ring+NCCL_PROTO=LL NCCL_ALGO=Ring+NCCL_PROTO=LL128 \
-  NCCL_ALGO=Tree+NCCL_PROTO=LL128 WEFT_DIRECT=1; do
+  WEFT_DIRECT=1; do
   settings=()
   [ "$variant" != default ] && IFS='+' read -ra settings <<<"$variant"
   log="$out/weft-perf-4-${variant//[^A-Za-z0-9_]/_}.log"

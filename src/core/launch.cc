@@ -48,6 +48,7 @@ PlanInputs planInputs(const Comm& comm) {
   in.tuner = comm.tuner.get();
   in.llPossible = comm.nnodes == 1 && !comm.proxy;
   in.ll128Possible = in.llPossible && comm.wholeLineLinks;
+  in.ll128Trees = comm.backend == weftBackendHost;
   in.llByDefault = comm.backend == weftBackendHost;
   in.llSumOnly = comm.backend != weftBackendHost;
   in.directPossible = comm.directAllowed && comm.nnodes == 1;

@@ -109,31 +109,35 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const tuning::LinkFigures simple = linksOf(in, tuning::Protocol::kSimple);
   const tuning::LinkFigures ll = linksOf(in, tuning::Protocol::kLL);
   using tuning::Algorithm;
-  // NCCL_PROTO without Simple: an algorithm written for Simple alone (or,
-  // for one-shot, Simple and LL) would run a protocol the user excluded, so
-  // it is not offered unless NCCL_ALGO names it.
+  // NCCL_PROTO without Simple: an algorithm with no form under the
+  // protocols left (the exchanges, hierarchical ring and torus run Simple
+  // alone; one-shot Simple and LL; trees not LL128 on the cuda backend)
+  // would run a protocol the user excluded, so it is not offered unless
+  // NCCL_ALGO names it.
   static const tuning::ProtoFilter kAnyProto;
   const tuning::ProtoFilter& protos = in.protoFilter ? *in.protoFilter : kAnyProto;
   const tuning::CollKind coll = collKind(work->func);
   const bool simpleOk = protos.allows(coll, tuning::Protocol::kSimple);
   const bool llOk = llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL);
-  auto runs = [&](bool hasLL, std::initializer_list<Algorithm> algos) {
-    if (simpleOk || (hasLL && llOk)) return true;
+  const bool ll128Ok = in.ll128Possible && llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL128);
+  auto runs = [&](bool hasLL, bool hasLL128, std::initializer_list<Algorithm> algos) {
+    if (simpleOk || (hasLL && llOk) || (hasLL128 && ll128Ok)) return true;
     for (Algorithm a : algos)
       if (filter.names(coll, a)) return true;
     return false;
   };
   const bool exchange = in.exchangeAvailable &&
                         extraOffered(in, filter, *work, {Algorithm::kButterfly, Algorithm::kHalvingDoubling}) &&
-                        runs(false, {Algorithm::kButterfly, Algorithm::kHalvingDoubling});
+                        runs(false, false, {Algorithm::kButterfly, Algorithm::kHalvingDoubling});
   const bool hier = in.hierAvailable && extraOffered(in, filter, *work, {Algorithm::kHierarchicalRing}) &&
-                    runs(false, {Algorithm::kHierarchicalRing});
+                    runs(false, false, {Algorithm::kHierarchicalRing});
   const bool torus = in.torusAvailable && extraOffered(in, filter, *work, {Algorithm::kTorus2D}) &&
-                     runs(false, {Algorithm::kTorus2D});
+                     runs(false, false, {Algorithm::kTorus2D});
   const bool oneShot = in.oneShotAvailable && extraOffered(in, filter, *work, {Algorithm::kOneShot}) &&
-                       runs(true, {Algorithm::kOneShot});
+                       runs(true, false, {Algorithm::kOneShot});
+  const bool trees = in.treesAvailable && runs(true, in.ll128Trees, {Algorithm::kTree});
   const tuning::Choice choice = tuning::chooseAlgorithm(
-      collKind(work->func), totalBytes, in.shape, simple, filter, in.treesAvailable, oneShot, exchange,
+      collKind(work->func), totalBytes, in.shape, simple, filter, trees, oneShot, exchange,
       hier, torus ? in.torus : tuning::TorusShape{0, 0}, llChoosable(in, *work) ? &ll : nullptr);
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
@@ -163,10 +167,11 @@ bool llPossibleFor(const PlanInputs& in, const device::CollWork& work) {
 }
 
 // LL128: LL's conditions, links that keep a 128-byte store whole, and an
-// algorithm written for it (rings and trees, as in NCCL).
+// algorithm the backend runs under it (rings; trees too on the host, as in
+// NCCL).
 bool ll128PossibleFor(const PlanInputs& in, const device::CollWork& work) {
   return in.ll128Possible && llPossibleFor(in, work) &&
-         (work.algo == device::Algo::kRing || work.algo == device::Algo::kTree);
+         (work.algo == device::Algo::kRing || (in.ll128Trees && work.algo == device::Algo::kTree));
 }
 
 // Simple, LL or LL128 (the same choice on every rank). Under LL and LL128 a

@@ -43,6 +43,7 @@ struct PlanInputs {
   const tuning::ProtoFilter* protoFilter = nullptr;
   bool llPossible = false;
   bool ll128Possible = false;  // LL possible and every link keeps a 128-byte store whole
+  bool ll128Trees = false;     // the backend runs trees under LL128 too (else rings only)
   bool llByDefault = false;
   bool llSumOnly = false;  // the backend has LL (and LL128) kernels for the sum and data-only calls only
   // One node and a backend with direct mode: large ring calls write straight

@@ -11,6 +11,15 @@
 #endif
 
 // Loop unrolling hint understood by both compilers.
+// Kept out of line in CUDA builds: a large body instantiated for several
+// protocols and inlined at every verb would multiply the kernels' build
+// time (docs/performance.md, kernel build); host builds inline it.
+#if defined(__CUDACC__)
+#define WEFT_HD_OUTLINED __host__ __device__ __noinline__
+#else
+#define WEFT_HD_OUTLINED inline
+#endif
+
 #if defined(__CUDACC__)
 #define WEFT_UNROLL _Pragma("unroll")
 #else

@@ -225,8 +225,12 @@ class LinePrims {
     return WaitSite{-1, 0, channel_};
   }
 
+  // Out of line on the GPU (portable.h): once per combination instead of
+  // inlined at every verb of every algorithm; with LL128 beside LL, inlining
+  // took the float kernels' build from 69 s to 90 s, out of line it stays at
+  // 71 s. A call per verb call costs nothing beside a step's hand-off.
   template <bool Recv, bool Send, bool Src, bool Dst>
-  WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool pre, bool post, int ownAt = 0) {
+  WEFT_HD_OUTLINED void genericOp(const T* src, T* dst, int64_t nelem, bool pre, bool post, int ownAt = 0) {
     const int nr = Recv ? nRecv_ : 0;
     const int ns = Send ? nSend_ : 0;
     const int64_t sliceElems = slicePayload_ / static_cast<int64_t>(sizeof(T));

@@ -125,8 +125,10 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
     return true;
   }
 
+  // Out of line on the GPU (portable.h): inlined into every verb, it more
+  // than doubled the build time of LL128's kernels.
   template <bool Src, bool Dst>
-  WEFT_HD bool moveSlice(const T* src, T* dst, int64_t n, int nr, int ns, int ownPos, bool pre, bool post) {
+  WEFT_HD_OUTLINED bool moveSlice(const T* src, T* dst, int64_t n, int nr, int ns, int ownPos, bool pre, bool post) {
     const int64_t lines = divUp<int64_t>(n * static_cast<int64_t>(sizeof(T)), kLL128PayloadBytes);
     const int perRound = maxOf(1, this->coop_.size() / kLL128Lanes);
     const int lane = this->coop_.threadRank() % kLL128Lanes;

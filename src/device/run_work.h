@@ -137,8 +137,12 @@ WEFT_HD bool isExchange(Algo algo) { return algo == Algo::kButterfly || algo == 
 // The algorithms written for both protocols; the others run under Simple
 // whatever the call asked (the planner gives them Simple anyway).
 WEFT_HD bool hasLLForm(Algo algo) { return algo == Algo::kRing || algo == Algo::kTree || algo == Algo::kOneShot; }
-// LL128 as NCCL has it: rings and trees.
-WEFT_HD bool hasLL128Form(Algo algo) { return algo == Algo::kRing || algo == Algo::kTree; }
+// LL128 as NCCL has it: rings and trees (trees only for teams that declare
+// kLL128Trees; the planner keeps the others' trees off LL128).
+template <typename Coop>
+WEFT_HD bool hasLL128Form(Algo algo) {
+  return algo == Algo::kRing || (Coop::kLL128Trees && algo == Algo::kTree);
+}
 template <typename P>
 constexpr bool kIsLL128 = std::is_same_v<P, ProtoLL128>;
 
@@ -196,7 +200,7 @@ WEFT_HD void runDataOnly(Coop& coop, const ChannelView& channel, const CollWork&
     if (work.proto == Proto::kLL && hasLLForm(work.algo)) return runDataOnlyProto<Coop, ProtoLL>(coop, channel, work);
   }
   if constexpr (Coop::kHasLL128) {
-    if (work.proto == Proto::kLL128 && hasLL128Form(work.algo))
+    if (work.proto == Proto::kLL128 && hasLL128Form<Coop>(work.algo))
       return runDataOnlyProto<Coop, ProtoLL128>(coop, channel, work);
   }
   runDataOnlyProto<Coop, ProtoSimple>(coop, channel, work);
@@ -235,7 +239,7 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
   // cuda team); the planner never gives them to a backend whose team lacks
   // them. The exchanges, the hierarchical ring and the torus run under
   // Simple only.
-  if constexpr (Coop::kHasTree) {
+  if constexpr (Coop::kHasTree && (!kIsLL128<P> || Coop::kLL128Trees)) {
     if (work.algo == Algo::kTree && work.func == Func::kAllReduce)
       return runTreeAllReduce<T, decltype(makeOp<T, K>(work)), Coop, P>(coop, channel, work, makeOp<T, K>(work));
   }
@@ -272,7 +276,7 @@ WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWor
       return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
   }
   if constexpr (Coop::kHasLL128 && kLLOp) {
-    if (work.proto == Proto::kLL128 && hasLL128Form(work.algo))
+    if (work.proto == Proto::kLL128 && hasLL128Form<Coop>(work.algo))
       return runReducingProto<T, K, Coop, ProtoLL128>(coop, channel, work);
   }
   runReducingProto<T, K, Coop, ProtoSimple>(coop, channel, work);

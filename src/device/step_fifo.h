@@ -108,10 +108,11 @@ WEFT_HD constexpr int64_t llStepBytesFor(int64_t stepBytes) {
   return stepBytes >= kLLMaxStepBytes ? kLLMaxStepBytes : (stepBytes < 128 ? 128 : stepBytes / 128 * 128);
 }
 
-// Line bytes of one LL128 step: the same rule with a larger cap (LL128
-// carries 15/16 of its lines as payload and serves medium sizes, where the
-// step is the pipeline's grain), whole 128-byte lines.
-constexpr int64_t kLL128MaxStepBytes = 64 * 1024;
+// Line bytes of one LL128 step: the same rule and cap as LL's, whole
+// 128-byte lines (15/16 of them payload). The region is allocated on every
+// connection whether or not a call uses it: the cap keeps it at 128 KiB of
+// the host's default 1 MiB FIFO (1/8 more memory per connection).
+constexpr int64_t kLL128MaxStepBytes = 16 * 1024;
 WEFT_HD constexpr int64_t ll128StepBytesFor(int64_t stepBytes) {
   return stepBytes >= kLL128MaxStepBytes ? kLL128MaxStepBytes : (stepBytes < 128 ? 128 : stepBytes / 128 * 128);
 }

@@ -115,11 +115,17 @@ TEST(PlanProto, LL128WhenNamedWithChunksOfLL128Steps) {
   ASSERT_TRUE(tree.ok());
   PlanInputs treeIn = in;
   treeIn.treesAvailable = true;
+  treeIn.ll128Trees = true;
   treeIn.shape = tuning::Shape{2, 1, 2, 1};
   treeIn.algoFilter = &tree.value();
   const device::CollWork t = planOne(treeIn, device::Func::kAllReduce, 4096);
   EXPECT_EQ(t.algo, device::Algo::kTree);
   EXPECT_EQ(t.proto, device::Proto::kLL128);
+  // A backend without LL128 trees (cuda): a named tree keeps Simple.
+  treeIn.ll128Trees = false;
+  const device::CollWork cudaTree = planOne(treeIn, device::Func::kAllReduce, 4096);
+  EXPECT_EQ(cudaTree.algo, device::Algo::kTree);
+  EXPECT_EQ(cudaTree.proto, device::Proto::kSimple);
   auto oneShot = tuning::AlgoFilter::parse("OneShot");
   ASSERT_TRUE(oneShot.ok());
   PlanInputs flat = in;

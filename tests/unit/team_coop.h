@@ -139,6 +139,7 @@ class TeamCoopT {
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = false;
   static constexpr bool kHasLL128 = true;
+  static constexpr bool kLL128Trees = true;
   static constexpr bool kHasDirect = Direct;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;

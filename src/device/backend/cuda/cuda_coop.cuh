@@ -36,10 +36,13 @@ class CudaCoop {
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = true;
   // LL128 (prims_ll128.h, eight lanes of 16 bytes per 128-byte line): ring
-  // and tree kernels for the same calls as LL, taken only where NCCL_PROTO
-  // names LL128 and every link keeps a warp's 128-byte store whole
-  // (PlanInputs::ll128Possible), until it is measured on a GPU.
+  // kernels for the same calls as LL, taken only where NCCL_PROTO names
+  // LL128 and every link keeps a warp's 128-byte store whole
+  // (PlanInputs::ll128Possible), until it is measured on a GPU. Not trees:
+  // their LL128 form would add a quarter to the float kernels' build (71 s
+  // -> 89 s of CPU; PlanInputs::ll128Trees).
   static constexpr bool kHasLL128 = true;
+  static constexpr bool kLL128Trees = false;
   // Direct mode. Ranks of one process on one GPU: the cuda p2p transport
   // marks those links kReachAddress (a peer's user buffer is a pointer this
   // kernel can write). Processes on one node (kReachShared, cuda p2p links

@@ -58,6 +58,7 @@ class HostCoop {
   static constexpr bool kLLSumOnly = false;
   // LL128, emulated with a release per line (ll128_line.h): ring and tree.
   static constexpr bool kHasLL128 = true;
+  static constexpr bool kLL128Trees = true;
   // Ring calls in direct mode: peers' user buffers are addressable (threads),
   // mapped or reached by cross-memory attach (processes; see HostDirect).
   static constexpr bool kHasDirect = true;
