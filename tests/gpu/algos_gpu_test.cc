@@ -42,34 +42,30 @@ bool ranNamed(ncclComm_t handle, const std::string& algo) {
   return false;
 }
 
-// Direct calls counted on the device copies of the communicator's FIFO ends
-// (the kernels advance those, not the host ends).
-uint64_t deviceDirectCalls(ncclComm_t handle) {
-  uint64_t calls = 0;
+// A sum over the device copies of the communicator's FIFO ends (the kernels
+// advance those, not the host ends); 0 when one cannot be read.
+template <typename Count>
+uint64_t sumDeviceEnds(ncclComm_t handle, Count count) {
+  uint64_t sum = 0;
   for (const core::Channel& channel : core::asComm(handle)->channels)
     for (const auto* side : {&channel.send, &channel.recv})
       for (const auto& conn : *side) {
         if (!conn || conn->deviceEnd == nullptr) continue;
         device::FifoEnd end{};
         if (cudaMemcpy(&end, conn->deviceEnd, sizeof end, cudaMemcpyDeviceToHost) != cudaSuccess) return 0;
-        calls += end.directCalls;
+        sum += count(end);
       }
-  return calls;
+  return sum;
 }
 
-// LL128 steps the kernels completed, summed over the device copies of the
-// communicator's FIFO ends: nonzero only if some call really ran LL128.
+// Direct calls the kernels made.
+uint64_t deviceDirectCalls(ncclComm_t handle) {
+  return sumDeviceEnds(handle, [](const device::FifoEnd& end) { return end.directCalls; });
+}
+
+// LL128 steps the kernels completed: nonzero only if some call really ran LL128.
 uint64_t deviceLL128Steps(ncclComm_t handle) {
-  uint64_t steps = 0;
-  for (const core::Channel& channel : core::asComm(handle)->channels)
-    for (const auto* side : {&channel.send, &channel.recv})
-      for (const auto& conn : *side) {
-        if (!conn || conn->deviceEnd == nullptr) continue;
-        device::FifoEnd end{};
-        if (cudaMemcpy(&end, conn->deviceEnd, sizeof end, cudaMemcpyDeviceToHost) != cudaSuccess) return 0;
-        steps += end.ll128.step;
-      }
-  return steps;
+  return sumDeviceEnds(handle, [](const device::FifoEnd& end) { return end.ll128.step; });
 }
 
 std::string caseName(const ::testing::TestParamInfo<AlgoCase>& info) {

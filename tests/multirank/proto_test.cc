@@ -78,22 +78,31 @@ std::vector<size_t> llBorderCounts(size_t elemSize, int nranks, int channels) {
 using SizeParam = std::tuple<RankMode, int, int>;  // mode, ranks, channels
 class LLBorders : public ::testing::TestWithParam<SizeParam> {};
 
-TEST_P(LLBorders, EveryCollectiveAcrossPackStepAndChunkBorders) {
-  const auto [mode, nranks, channels] = GetParam();
-  ScopedEnv proto("NCCL_PROTO", "LL");
+// Every collective but send/recv (Simple whatever NCCL_PROTO says) under
+// `proto` at each of `counts(elemSize, nranks, channels)`, in and out of
+// place: float32 sums (Reduce in `reduceType`), bytes for the others.
+template <typename Counts>
+void runBorders(const SizeParam& param, const char* protocol, ncclDataType_t reduceType, Counts counts) {
+  const auto [mode, nranks, channels] = param;
+  ScopedEnv proto("NCCL_PROTO", protocol);
   ScopedEnv buff("NCCL_BUFFSIZE", "65536");
   const std::string ch = std::to_string(channels);
   ScopedEnv minCh("NCCL_MIN_NCHANNELS", ch.c_str());
   ScopedEnv maxCh("NCCL_MAX_NCHANNELS", ch.c_str());
   std::vector<CollCase> cases;
   for (CollOp coll : kAllColls) {
-    if (coll >= CollOp::kAlltoAll) continue;  // send/recv: Simple whatever NCCL_PROTO says
-    const ncclDataType_t type = isReducing(coll) ? ncclFloat32 : ncclInt8;
-    for (size_t count : llBorderCounts(type == ncclInt8 ? 1 : 4, nranks, channels))
+    if (coll >= CollOp::kAlltoAll) continue;
+    const ncclDataType_t type = !isReducing(coll) ? ncclInt8 : coll == CollOp::kReduce ? reduceType : ncclFloat32;
+    const size_t elem = type == ncclInt8 ? 1 : type == ncclFloat64 ? 8 : 4;
+    for (size_t count : counts(elem, nranks, channels))
       for (int inPlace = 0; inPlace < (hasInPlace(coll) ? 2 : 1); ++inPlace)
         cases.push_back({coll, type, TestOp::kSum, count, nranks - 1, inPlace == 1});
   }
   runCases(mode, nranks, cases);
+}
+
+TEST_P(LLBorders, EveryCollectiveAcrossPackStepAndChunkBorders) {
+  runBorders(GetParam(), "LL", ncclFloat32, llBorderCounts);
 }
 
 std::string sizeParamName(const ::testing::TestParamInfo<SizeParam>& p) {
@@ -132,22 +141,7 @@ std::vector<size_t> ll128BorderCounts(size_t elemSize, int nranks, int channels)
 class LL128Borders : public ::testing::TestWithParam<SizeParam> {};
 
 TEST_P(LL128Borders, EveryCollectiveAcrossLineStepAndChunkBorders) {
-  const auto [mode, nranks, channels] = GetParam();
-  ScopedEnv proto("NCCL_PROTO", "LL128");
-  ScopedEnv buff("NCCL_BUFFSIZE", "65536");
-  const std::string ch = std::to_string(channels);
-  ScopedEnv minCh("NCCL_MIN_NCHANNELS", ch.c_str());
-  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", ch.c_str());
-  std::vector<CollCase> cases;
-  for (CollOp coll : kAllColls) {
-    if (coll >= CollOp::kAlltoAll) continue;  // send/recv: Simple whatever NCCL_PROTO says
-    const ncclDataType_t type = isReducing(coll) ? (coll == CollOp::kReduce ? ncclFloat64 : ncclFloat32) : ncclInt8;
-    const size_t elem = type == ncclInt8 ? 1 : type == ncclFloat64 ? 8 : 4;
-    for (size_t count : ll128BorderCounts(elem, nranks, channels))
-      for (int inPlace = 0; inPlace < (hasInPlace(coll) ? 2 : 1); ++inPlace)
-        cases.push_back({coll, type, TestOp::kSum, count, nranks - 1, inPlace == 1});
-  }
-  runCases(mode, nranks, cases);
+  runBorders(GetParam(), "LL128", ncclFloat64, ll128BorderCounts);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, LL128Borders,
