@@ -46,9 +46,7 @@ constexpr int kLL128UnitWords = kLL128LineWords / kLL128Lanes;
 WEFT_HD constexpr int64_t ll128PayloadWord(int64_t line, int lane, int j) {
   return line * kLL128PayloadWords + static_cast<int64_t>(lane) * kLL128UnitWords + j;
 }
-WEFT_HD constexpr bool ll128IsFlag(int lane, int j) {
-  return lane * kLL128UnitWords + j == kLL128LineWords - 1;
-}
+WEFT_HD constexpr bool ll128IsFlag(int lane, int j) { return lane * kLL128UnitWords + j == kLL128LineWords - 1; }
 
 }  // namespace weft::device
 

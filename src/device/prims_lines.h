@@ -195,8 +195,7 @@ class LinePrims {
     const int64_t lines = minOf<int64_t>(kTouchLines, divUp<int64_t>(lineBytes, 64));
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
       for (int64_t l = 0; l < lines; ++l)
-        (void)__atomic_load_n(reinterpret_cast<const uint64_t*>(lineStep(region(recv_[i])) + l * 64),
-                              __ATOMIC_RELAXED);
+        (void)__atomic_load_n(reinterpret_cast<const uint64_t*>(lineStep(region(recv_[i])) + l * 64), __ATOMIC_RELAXED);
 #endif
   }
 

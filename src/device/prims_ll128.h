@@ -60,9 +60,10 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
     const char* at = lineStep(r) + line * kLL128LineBytes;
     const uint64_t flag = ll128Flag(r.step);
     uint64_t words[kWords] = {};
-    const bool ok =
-        this->coop_.waitWarp([&] { return !active || ll128LoadUnit(at, lane, flag, words); },
-                             [&] { return WaitSite{this->recv_[i].peer, 0, this->channel_}; });
+    const bool ok = this->coop_.waitWarp([&] { return !active || ll128LoadUnit(at, lane, flag, words); },
+                                         [&] {
+                                           return WaitSite{this->recv_[i].peer, 0, this->channel_};
+                                         });
     for (int j = 0; j < kWords; ++j) out[j].bits = words[j];
     return ok;
   }

@@ -122,8 +122,8 @@ WEFT_HD constexpr int64_t ll128StepBytesFor(int64_t stepBytes) {
 // the Simple slots and of the other region. Each protocol has its own
 // region, so a line is only ever read in the format it was written in.
 struct LineRegion {
-  char* lines;        // null: this connection has no such region
-  uint64_t* head;     // steps the consumer has read (written by the consumer only)
+  char* lines;         // null: this connection has no such region
+  uint64_t* head;      // steps the consumer has read (written by the consumer only)
   uint64_t* sigPacks;  // kFifoSteps x 2 words: per slot the call's hash as an LL pack
   uint64_t* sigs;      // kFifoSteps x 2 words: per slot the call in full
   int64_t stepBytes;

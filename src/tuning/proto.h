@@ -57,8 +57,8 @@ constexpr int64_t kDirectMinBytes = 256 << 10;
 struct ProtoInputs {
   CollKind coll = CollKind::kAllReduce;
   Algorithm algo = Algorithm::kRing;
-  int64_t bytes = 0;         // all ranks' bytes, as for chooseAlgorithm
-  bool llPossible = false;   // the backend runs LL and every link is within a node
+  int64_t bytes = 0;        // all ranks' bytes, as for chooseAlgorithm
+  bool llPossible = false;  // the backend runs LL and every link is within a node
   // The backend runs LL128 for this algorithm and every link keeps a 128-byte
   // store whole (one GPU, NVLink; the host's emulation needs nothing).
   bool ll128Possible = false;

@@ -134,8 +134,16 @@ std::vector<size_t> ll128BorderCounts(size_t elemSize, int nranks, int channels)
   const size_t step = kLL128StepPayload / elemSize;
   const size_t n = static_cast<size_t>(nranks);
   const size_t chunk = 4 * step;
-  return {1, line - 1, line, line + 1, 8 / elemSize + 1, step - 1, step + 1, step * n + 1,
-          chunk * n * static_cast<size_t>(channels) + 3, (size_t{200} << 10) / elemSize + 5};
+  return {1,
+          line - 1,
+          line,
+          line + 1,
+          8 / elemSize + 1,
+          step - 1,
+          step + 1,
+          step * n + 1,
+          chunk * n * static_cast<size_t>(channels) + 3,
+          (size_t{200} << 10) / elemSize + 5};
 }
 
 class LL128Borders : public ::testing::TestWithParam<SizeParam> {};
@@ -178,8 +186,8 @@ INSTANTIATE_TEST_SUITE_P(All, LLAlgorithms,
                                            AlgoParam{"Tree", 3, "LL"}, AlgoParam{"Tree", 6, "LL"},
                                            AlgoParam{"Tree", 3, "LL128"}, AlgoParam{"Tree", 6, "LL128"}),
                          [](const ::testing::TestParamInfo<AlgoParam>& p) {
-                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param)) +
-                                  "_" + std::get<2>(p.param);
+                           return std::string(std::get<0>(p.param)) + "_" + std::to_string(std::get<1>(p.param)) + "_" +
+                                  std::get<2>(p.param);
                          });
 
 // ---- Direct mode: ranks as threads write into each other's user buffers

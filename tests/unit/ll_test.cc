@@ -141,9 +141,7 @@ TEST(LL, BytesFromStepZero) { runWrapStress<uint8_t>(128, 0, 2000); }
 
 TEST(LL128, EveryLineAndStepBorderUint8) { runWrapStress<uint8_t, ProtoLL128>(1024, 0, 2000); }
 
-TEST(LL128, Float64AcrossTheWrapOfLLsFlags) {
-  runWrapStress<double, ProtoLL128>(128, (uint64_t{1} << 32) - 333, 3000);
-}
+TEST(LL128, Float64AcrossTheWrapOfLLsFlags) { runWrapStress<double, ProtoLL128>(128, (uint64_t{1} << 32) - 333, 3000); }
 
 TEST(LL128, Int32WithLargeSteps) { runWrapStress<int32_t, ProtoLL128>(1 << 20, 12345, 300); }
 
