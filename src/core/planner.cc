@@ -119,7 +119,9 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const tuning::CollKind coll = collKind(work->func);
   const bool simpleOk = protos.allows(coll, tuning::Protocol::kSimple);
   const bool llOk = llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL);
-  const bool ll128Ok = in.ll128Possible && llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL128);
+  const bool ll128Ok = in.ll128Possible && llPossibleFor(in, *work) &&
+                       (isDataOnly(work->func) || work->op == device::RedOpKind::kSum) &&
+                       protos.allows(coll, tuning::Protocol::kLL128);
   auto runs = [&](bool hasLL, bool hasLL128, std::initializer_list<Algorithm> algos) {
     if (simpleOk || (hasLL && llOk) || (hasLL128 && ll128Ok)) return true;
     for (Algorithm a : algos)
@@ -166,11 +168,13 @@ bool llPossibleFor(const PlanInputs& in, const device::CollWork& work) {
   return in.llPossible && (!in.llSumOnly || isDataOnly(work.func) || work.op == device::RedOpKind::kSum);
 }
 
-// LL128: LL's conditions, links that keep a 128-byte store whole, and an
-// algorithm the backend runs under it (rings; trees too on the host, as in
-// NCCL).
+// LL128: LL's conditions, links that keep a 128-byte store whole, a kernel
+// for it (the sum and the data-only calls, on both backends: run_work.h) and
+// an algorithm the backend runs under it (rings; trees too on the host, as
+// in NCCL).
 bool ll128PossibleFor(const PlanInputs& in, const device::CollWork& work) {
   return in.ll128Possible && llPossibleFor(in, work) &&
+         (isDataOnly(work.func) || work.op == device::RedOpKind::kSum) &&
          (work.algo == device::Algo::kRing || (in.ll128Trees && work.algo == device::Algo::kTree));
 }
 

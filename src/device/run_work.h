@@ -267,7 +267,7 @@ WEFT_HD void runReducingProto(Coop& coop, const ChannelView& channel, const Coll
 }
 
 // The protocol is chosen per call (work.proto); only teams that declare LL
-// (LL128) get its instantiations, for the ops LL has.
+// (LL128) get its instantiations, for the ops they have it for.
 template <typename T, RedOpKind K, typename Coop>
 WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWork& work) {
   constexpr bool kLLOp = K == RedOpKind::kSum || !Coop::kLLSumOnly;
@@ -275,7 +275,10 @@ WEFT_HD void runReducingOp(Coop& coop, const ChannelView& channel, const CollWor
     if (work.proto == Proto::kLL && hasLLForm(work.algo))
       return runReducingProto<T, K, Coop, ProtoLL>(coop, channel, work);
   }
-  if constexpr (Coop::kHasLL128 && kLLOp) {
+  // LL128 for the sum alone on every team: it is taken only when NCCL_PROTO
+  // names it, and for every op it would add two thirds to the host kernels'
+  // build (the planner keeps the other ops off it: ll128PossibleFor).
+  if constexpr (Coop::kHasLL128 && K == RedOpKind::kSum) {
     if (work.proto == Proto::kLL128 && hasLL128Form<Coop>(work.algo))
       return runReducingProto<T, K, Coop, ProtoLL128>(coop, channel, work);
   }

@@ -56,7 +56,8 @@ class HostCoop {
   static constexpr bool kHasOneShot = true;
   static constexpr bool kHasLL = true;
   static constexpr bool kLLSumOnly = false;
-  // LL128, emulated with a release per line (ll128_line.h): ring and tree.
+  // LL128, emulated with a release per line (ll128_line.h): ring and tree,
+  // for the sum and the data-only calls (run_work.h).
   static constexpr bool kHasLL128 = true;
   static constexpr bool kLL128Trees = true;
   // Ring calls in direct mode: peers' user buffers are addressable (threads),
