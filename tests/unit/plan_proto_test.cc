@@ -142,6 +142,18 @@ TEST(PlanProto, LL128WhenNamedWithChunksOfLL128Steps) {
     EXPECT_EQ(r.algo, device::Algo::kRing) << count;
     EXPECT_EQ(r.proto, device::Proto::kLL128) << count;
   }
+  // Only sums and data-only calls have LL128 kernels: a max keeps Simple.
+  static float buffer[1024];
+  CollTask maxTask{};
+  maxTask.func = device::Func::kAllReduce;
+  maxTask.sendbuff = buffer;
+  maxTask.recvbuff = buffer;
+  maxTask.count = 1024;
+  maxTask.dtype = ncclFloat32;
+  maxTask.op.kind = device::RedOpKind::kMax;
+  Plan maxPlan;
+  ASSERT_TRUE(planTasks(in, {maxTask}, {}, &maxPlan).ok());
+  EXPECT_EQ(maxPlan.channels[0][0].coll.proto, device::Proto::kSimple);
   in.ll128Possible = false;
   EXPECT_EQ(planOne(in, device::Func::kAllReduce, 1 << 20).proto, device::Proto::kSimple);
   // Unnamed, LL128 is never picked.
