@@ -14,20 +14,18 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->step = 0;
   end->seen = 0;
   end->peer = peer;
-  end->ll = device::LineRegion{static_cast<char*>(base) + llOffset(stepBytes),
-                               &control->llHead,
-                               &control->lineSigPacks[0][0][0],
-                               &control->lineSigs[0][0][0],
-                               device::llStepBytesFor(stepBytes),
-                               0,
-                               0};
-  end->ll128 = device::LineRegion{static_cast<char*>(base) + ll128Offset(stepBytes),
-                                  &control->ll128Head,
-                                  &control->lineSigPacks[1][0][0],
-                                  &control->lineSigs[1][0][0],
-                                  device::ll128StepBytesFor(stepBytes),
-                                  0,
-                                  0};
+  // Line region `index` (0: LL, 1: LL128) at `offset` with its own head.
+  auto region = [&](int index, size_t offset, uint64_t* head, int64_t lineStepBytes) {
+    return device::LineRegion{static_cast<char*>(base) + offset,
+                              head,
+                              &control->lineSigPacks[index][0][0],
+                              &control->lineSigs[index][0][0],
+                              lineStepBytes,
+                              0,
+                              0};
+  };
+  end->ll = region(0, llOffset(stepBytes), &control->llHead, device::llStepBytesFor(stepBytes));
+  end->ll128 = region(1, ll128Offset(stepBytes), &control->ll128Head, device::ll128StepBytesFor(stepBytes));
   end->reach = device::kReachNone;
   end->directSeq = &control->directSeq;
   end->directBase = &control->directBase;

@@ -79,16 +79,8 @@ TEST(PlanProto, LLSumOnlyBackendKeepsOtherOpsOnSimple) {
   in.llSumOnly = true;
   EXPECT_EQ(planOne(in, device::Func::kAllReduce, 2).proto, device::Proto::kLL);
   EXPECT_EQ(planOne(in, device::Func::kAllGather, 2).proto, device::Proto::kLL);
-  static float buffer[4];
-  CollTask task{};
-  task.func = device::Func::kAllReduce;
-  task.sendbuff = buffer;
-  task.recvbuff = buffer;
-  task.count = 2;
-  task.dtype = ncclFloat32;
-  task.op.kind = device::RedOpKind::kMax;
-  Plan plan;
-  ASSERT_TRUE(planTasks(in, {task}, {}, &plan).ok());
+  const Plan plan = planOneTask(in, device::Func::kAllReduce, ncclFloat32, device::RedOpKind::kMax, 2);
+  ASSERT_FALSE(plan.channels.empty() || plan.channels[0].empty());
   EXPECT_EQ(plan.channels[0][0].coll.proto, device::Proto::kSimple);
 }
 
@@ -143,16 +135,8 @@ TEST(PlanProto, LL128WhenNamedWithChunksOfLL128Steps) {
     EXPECT_EQ(r.proto, device::Proto::kLL128) << count;
   }
   // Only sums and data-only calls have LL128 kernels: a max keeps Simple.
-  static float buffer[1024];
-  CollTask maxTask{};
-  maxTask.func = device::Func::kAllReduce;
-  maxTask.sendbuff = buffer;
-  maxTask.recvbuff = buffer;
-  maxTask.count = 1024;
-  maxTask.dtype = ncclFloat32;
-  maxTask.op.kind = device::RedOpKind::kMax;
-  Plan maxPlan;
-  ASSERT_TRUE(planTasks(in, {maxTask}, {}, &maxPlan).ok());
+  const Plan maxPlan = planOneTask(in, device::Func::kAllReduce, ncclFloat32, device::RedOpKind::kMax, 1024);
+  ASSERT_FALSE(maxPlan.channels.empty() || maxPlan.channels[0].empty());
   EXPECT_EQ(maxPlan.channels[0][0].coll.proto, device::Proto::kSimple);
   in.ll128Possible = false;
   EXPECT_EQ(planOne(in, device::Func::kAllReduce, 1 << 20).proto, device::Proto::kSimple);
