@@ -17,7 +17,8 @@ namespace {
 // ncclMemFree must reject pointers ncclMemAlloc did not return.
 struct AllocationTable {
   std::mutex mutex;
-  std::unordered_set<void*> live;
+  std::unordered_set<void*> live;        // private host memory
+  std::unordered_set<void*> liveDevice;  // cudaMalloc'd on the cuda backend
 };
 
 AllocationTable& allocations() {
@@ -68,6 +69,10 @@ weft::Status memAlloc(void** ptr, size_t size) {
   WEFT_ASSIGN_OR_RETURN(weftBackend_t backend, chooseBackend());
   if (backend == weftBackendCuda) {
     WEFT_ASSIGN_OR_RETURN(*ptr, weft::cuda::deviceAlloc(size));
+    {
+      std::lock_guard<std::mutex> lock(allocations().mutex);
+      allocations().liveDevice.insert(*ptr);
+    }
     WEFT_INFO(weft::log::kAlloc, "ncclMemAlloc: cudaMalloc Size %zu pointer %p", size, *ptr);
     return weft::okStatus();
   }
@@ -93,18 +98,20 @@ weft::Status memAlloc(void** ptr, size_t size) {
 weft::Status memFree(void* ptr) {
   if (ptr == nullptr) return weft::okStatus();
   if (weft::sharedFree(ptr)) return weft::okStatus();
+  bool onDevice = false;
   {
     std::lock_guard<std::mutex> lock(allocations().mutex);
     if (allocations().live.erase(ptr) != 0) {
       std::free(ptr);
       return weft::okStatus();
     }
+    onDevice = allocations().liveDevice.erase(ptr) != 0;
   }
-  int device = -1;
-  if (weft::cuda::pointerKind(ptr, &device) == weft::cuda::MemoryKind::kDevice) {
-    weft::cuda::DeviceGuard guard(device);
-    weft::cuda::deviceFree(ptr);
-    return weft::okStatus();
+  if (onDevice) {
+    int device = -1;
+    (void)weft::cuda::pointerKind(ptr, &device);
+    weft::cuda::DeviceGuard guard(device);  // -1: leaves the device as it is
+    return weft::cuda::deviceFreeChecked(ptr);
   }
   return weft::errorStatus(ncclInvalidArgument, "ptr %p was not returned by ncclMemAlloc (or was already freed)", ptr);
 }

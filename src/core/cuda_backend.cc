@@ -1,10 +1,14 @@
 #include "core/cuda_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -41,11 +45,50 @@ Result<weftBackend_t> chooseBackend() {
   return cuda::deviceCount() > 0 ? weftBackendCuda : weftBackendHost;
 }
 
+namespace {
+
+// Once per device and process, before the first kernel: the stack the
+// largest kernel needs. Left to the driver, the first launch that needs more
+// grows it, and may wait for earlier work on the device to finish first,
+// such as another rank's kernel waiting for this one (ranks sharing a GPU).
+void reserveKernelStack(int device) {
+  static std::mutex mutex;
+  static std::vector<int>* done = new std::vector<int>();  // never freed: used until exit
+  std::lock_guard<std::mutex> lock(mutex);
+  if (std::find(done->begin(), done->end(), device) != done->end()) return;
+  done->push_back(device);
+  const size_t bytes = device::kernelStackBytes();
+  const Status reserved = cuda::reserveStack(bytes);
+  if (!reserved.ok())
+    WEFT_WARN("GPU %d: could not reserve %zu bytes of kernel stack per thread (%s); the first launch will grow it",
+              device, bytes, reserved.message().c_str());
+}
+
+// Ranks of one process on one GPU each launch on their own stream, and CUDA
+// feeds at most CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 by default);
+// streams beyond that share a queue in the order work was queued, so a
+// rank's second kernel, waiting in line behind its first, can hold back a
+// peer's first kernel that its first is waiting for. Said once per process.
+void warnSharedQueues(int device, int ranks) {
+  static std::atomic<bool> warned{false};
+  const char* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const long queues = env != nullptr ? std::strtol(env, nullptr, 10) : 8;
+  if (queues >= 2L * ranks || warned.exchange(true)) return;
+  WEFT_WARN("%d ranks of this process share GPU %d, and CUDA feeds the GPU through %ld hardware queues "
+            "(CUDA_DEVICE_MAX_CONNECTIONS%s): streams that share a queue run in the order work was queued, so a "
+            "rank's kernel queued behind its own earlier one can hold back the peer kernel that one waits for. "
+            "Set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, or drive the ranks from one thread in one group",
+            ranks, device, queues, env != nullptr ? "" : " unset: 8");
+}
+
+}  // namespace
+
 Status cudaSetup(Comm* comm) {
   const PhaseTimer timer(&comm->initTimes.alloc);
   auto state = std::make_unique<CudaState>();
   state->device = comm->cudaDev;
   cuda::DeviceGuard guard(state->device);
+  reserveKernelStack(state->device);
   const int64_t threads = param::nThreads();
   state->threads = threads > 0 ? static_cast<int>(std::clamp<int64_t>(threads, 64, 1024) / 32 * 32) : 512;
   void* host = nullptr;
@@ -63,7 +106,6 @@ Status cudaSetup(Comm* comm) {
   std::memset(host, 0, reportBytes);  // every block idle
   state->reportsHost = static_cast<device::WaitReport*>(host);
   state->reportsDevice = static_cast<device::WaitReport*>(dev);
-  WEFT_ASSIGN_OR_RETURN(state->internalStream, cuda::streamCreate());
   WEFT_ASSIGN_OR_RETURN(state->joinEvent, cuda::eventCreate());
   WEFT_ASSIGN_OR_RETURN(state->doneEvent, cuda::eventCreate());
   state->args = std::make_unique<device::KernelArgs>();
@@ -72,6 +114,10 @@ Status cudaSetup(Comm* comm) {
       static_cast<int>(std::count_if(comm->peers.begin(), comm->peers.end(), [&](const PeerInfo& p) {
         return p.processHash == me.processHash && std::strcmp(p.busId, me.busId) == 0;
       }));
+  if (state->sameDeviceRanksInProcess > 1) {
+    state->residentBlocks = device::residentBlocks(state->threads);
+    warnSharedQueues(state->device, state->sameDeviceRanksInProcess);
+  }
   comm->cuda = std::move(state);
   return okStatus();
 }
@@ -138,8 +184,15 @@ Status cudaKernelFailure(const Comm& comm) {
     failure = state->hostFound;
   }
   if (failure.kind == device::WaitFailure::kNone &&
-      !recordedWaitFailure(state->reportsHost, device::kMaxKernelChannels, &failure))
-    return okStatus();  // raised by ncclCommAbort
+      !recordedWaitFailure(state->reportsHost, device::kMaxKernelChannels, &failure)) {
+    if (comm.abortFlag.load() != 0) return okStatus();  // raised by ncclCommAbort
+    // Every writer of the flag records why first; a flag with no reason
+    // would otherwise read as success while the kernels skip their waits.
+    return errorStatus(ncclInternalError,
+                       "rank %d: the kernels of this communicator were stopped, and no failure was recorded: the "
+                       "communicator is unusable: destroy or abort it",
+                       comm.rank);
+  }
   return describeWaitFailure(comm, failure).withContext("a kernel of this communicator");
 }
 
@@ -208,6 +261,11 @@ Status checkBufferKind(const Comm& comm, const char* name, const void* ptr) {
                        "%s %p is device memory of GPU %d, but this communicator runs on the host backend "
                        "(WEFT_BACKEND=host or no usable GPU at init): pass host memory",
                        name, ptr, device);
+  if (comm.backend == weftBackendCuda && kind == cuda::MemoryKind::kDevice && device != comm.cudaDev)
+    return errorStatus(ncclInvalidArgument,
+                       "%s %p is device memory of GPU %d, but this communicator's rank runs on GPU %d: pass memory "
+                       "of GPU %d",
+                       name, ptr, device, comm.cudaDev, comm.cudaDev);
   if (comm.backend == weftBackendCuda && kind == cuda::MemoryKind::kHost)
     return errorStatus(ncclInvalidArgument,
                        "%s %p is pageable host memory, but this communicator runs on the cuda backend: pass device "
@@ -218,9 +276,13 @@ Status checkBufferKind(const Comm& comm, const char* name, const void* ptr) {
 
 Status cudaWaitIdle(Comm* comm, bool aborting) {
   CudaState* state = comm->cuda.get();
-  if (state == nullptr || !state->launched) return okStatus();
-  cuda::DeviceGuard guard(state->device);
+  if (state == nullptr) return okStatus();
+  // Raised even when nothing was launched outside a capture: a replay of a
+  // captured graph may be spinning on this communicator's FIFOs right now,
+  // and it has no event here to wait for.
   if (aborting) state->abortHost->store(1u, std::memory_order_release);
+  if (!state->launched) return okStatus();
+  cuda::DeviceGuard guard(state->device);
   bool stopping = false;
   std::chrono::steady_clock::time_point stopSince;
   for (;;) {

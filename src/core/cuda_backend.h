@@ -32,6 +32,9 @@ struct CudaState {
   int device = -1;
   int threads = 512;
   int sameDeviceRanksInProcess = 1;  // ranks of this communicator on our GPU in this process
+  // Blocks of `threads` threads of every kernel the GPU holds at once (0:
+  // unknown): with ranks sharing the GPU, all their blocks must fit.
+  int residentBlocks = 0;
   // The kernels' abort flag, in pinned host memory mapped into the device
   // (abortDevice is the kernels' address of it). Raised by ncclCommAbort, and
   // by the proxy when the network fails: on a cuda communicator it is the
@@ -48,7 +51,7 @@ struct CudaState {
   std::mutex watchMutex;
   device::WaitFailureInfo hostFound;
   std::atomic<int64_t> nextPeerCheckNs{0};
-  cuda::Stream internalStream = nullptr;
+  cuda::Stream internalStream = nullptr;  // made at its first use (cuda_launch.cc)
   cuda::Event joinEvent = nullptr;
   // Recorded after every launch outside graph capture: teardown waits on it,
   // and a launch on another stream than the last one waits on it first.
@@ -99,6 +102,9 @@ Status cudaMirrorAlgoViews(Comm* comm);
 // Launches every communicator's plan (comm->plan) on its stream; returns
 // once enqueued.
 Status cudaLaunch(const std::vector<Comm*>& comms);
+// Before planning (nothing advanced yet, so the comms stay usable): the
+// streams the comms' queued calls use are ones the launch can run on.
+Status cudaCheckStreams(const std::vector<Comm*>& comms);
 // Refuses to capture a communicator with network links into a CUDA graph:
 // the proxy is told how many steps to move when the host launches, so a
 // graph replayed later would wait for steps nobody posts.

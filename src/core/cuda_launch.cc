@@ -8,6 +8,7 @@
 // then all kernels, then all waits), so their kernels can run at the same
 // time, which they must, since they wait on each other.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "common/log.h"
@@ -40,12 +41,26 @@ std::vector<cuda::Stream> streamsOf(const Comm& comm) {
 
 Status checkLegacyStream(const Target& t, int peersInLaunch) {
   const CudaState& state = *t.comm->cuda;
-  if (!cuda::streamIsLegacyDefault(t.userStreams[0]) || state.sameDeviceRanksInProcess <= peersInLaunch)
+  if (state.sameDeviceRanksInProcess <= peersInLaunch) return okStatus();
+  if (!cuda::streamIsLegacyDefault(t.userStreams[0])) {
+    // A blocking stream (cudaStreamCreate) waits for, and is waited for by,
+    // the legacy default stream: any legacy-stream work of this process (a
+    // synchronous cudaMemcpy) waits for this rank's kernel, which may wait for
+    // the very rank that issued it. Allowed (the user may never do that), said once.
+    static std::atomic<bool> warned{false};
+    if (cuda::streamIsBlocking(t.userStreams[0]) && !warned.exchange(true))
+      WEFT_WARN("rank %d shares GPU %d with other ranks of this process and runs on a blocking stream: legacy "
+                "default stream work in this process (a synchronous cudaMemcpy, cudaMemset) then waits for kernels "
+                "that may wait for its own thread, a deadlock; create the ranks' streams with "
+                "cudaStreamNonBlocking",
+                t.comm->rank, t.comm->cudaDev);
     return okStatus();
+  }
   return errorStatus(ncclInvalidUsage,
                      "rank %d shares GPU %d with %d other ranks of this communicator in this process, and uses the "
                      "legacy default stream, which would serialize their kernels and deadlock: give each rank its own "
-                     "stream (cudaStreamCreate), or drive them from one thread in one group",
+                     "stream (cudaStreamCreateWithFlags with cudaStreamNonBlocking), or drive them from one thread in "
+                     "one group",
                      t.comm->rank, t.comm->cudaDev, state.sameDeviceRanksInProcess - 1);
 }
 
@@ -106,9 +121,30 @@ Status launchBatch(Comm& comm, const Plan& plan, const Batch& batch, cuda::Strea
   return okStatus();
 }
 
-Status launchTarget(Target& t) {
-  Comm& comm = *t.comm;
-  CudaState& state = *comm.cuda;
+// Ranks of this process on this GPU wait on each other's blocks: a launch
+// whose blocks, times those ranks, exceed what the GPU holds at once would
+// leave some of them waiting for blocks that never start.
+Status checkResidency(const Target& t) {
+  const CudaState& state = *t.comm->cuda;
+  if (state.sameDeviceRanksInProcess < 2 || state.residentBlocks <= 0) return okStatus();
+  int blocks = 0;
+  for (const Batch& batch : t.plan->batches) {
+    int busy = 0;
+    for (size_t c = 0; c < t.plan->channels.size(); ++c) busy += batch.end[c] > batch.begin[c] ? 1 : 0;
+    blocks = std::max(blocks, busy);
+  }
+  if (static_cast<int64_t>(blocks) * state.sameDeviceRanksInProcess <= state.residentBlocks) return okStatus();
+  return errorStatus(ncclInvalidUsage,
+                     "rank %d: %d ranks of this process share GPU %d and this call runs %d blocks of %d threads on "
+                     "each, %d in all, but the GPU holds %d at once and the ranks' blocks wait on each other: lower "
+                     "NCCL_MAX_NCHANNELS or NCCL_NTHREADS",
+                     t.comm->rank, state.sameDeviceRanksInProcess, t.comm->cudaDev, blocks, state.threads,
+                     blocks * state.sameDeviceRanksInProcess, state.residentBlocks);
+}
+
+// Before the target's kernels: the call-order wait and the self-copies.
+Status beginTarget(Target& t) {
+  CudaState& state = *t.comm->cuda;
   t.captured = cuda::streamIsCapturing(t.launchStream);
   // A communicator's launches run in call order, as NCCL's do, whatever
   // streams they come on: they share its FIFO positions and slots.
@@ -116,7 +152,12 @@ Status launchTarget(Target& t) {
     WEFT_RETURN_IF_ERROR(cuda::streamWaitEvent(t.launchStream, state.doneEvent));
   for (const SelfCopy& copy : t.plan->selfCopies)
     WEFT_RETURN_IF_ERROR(cuda::copyAsync(copy.dst, copy.src, copy.bytes, t.launchStream));
-  for (const Batch& batch : t.plan->batches) WEFT_RETURN_IF_ERROR(launchBatch(comm, *t.plan, batch, t.launchStream));
+  return okStatus();
+}
+
+// After them: the events teardown and the user streams wait on.
+Status finishTarget(Target& t) {
+  CudaState& state = *t.comm->cuda;
   // Captured: an event recorded in a capture cannot be queried afterwards
   // (cudaErrorCapturedEvent), so doneEvent stays outside graphs; the join
   // event carries the user streams' wait (phase 3), and replaying the graph
@@ -141,20 +182,46 @@ Status cudaCheckCapture(const Comm& comm) {
   return okStatus();
 }
 
-Status cudaLaunch(const std::vector<Comm*>& comms) {
+namespace {
+
+std::vector<Target> targetsOf(const std::vector<Comm*>& comms) {
   std::vector<Target> targets;
-  for (size_t i = 0; i < comms.size(); ++i) {
-    std::vector<cuda::Stream> streams = streamsOf(*comms[i]);
+  for (Comm* comm : comms) {
+    std::vector<cuda::Stream> streams = streamsOf(*comm);
     if (streams.empty()) streams.push_back(nullptr);
-    targets.push_back({comms[i], &comms[i]->plan, streams, streams[0], false});
+    targets.push_back({comm, &comm->plan, streams, streams[0], false});
   }
+  return targets;
+}
+
+// How many of the launch's targets share t's GPU and lead stream (t included).
+int sharingOf(const Target& t, const std::vector<Target>& targets) {
+  int sharing = 0;
+  for (const Target& o : targets) sharing += o.comm->cudaDev == t.comm->cudaDev && o.userStreams[0] == t.userStreams[0];
+  return sharing;
+}
+
+}  // namespace
+
+Status cudaCheckStreams(const std::vector<Comm*>& comms) {
+  const std::vector<Target> targets = targetsOf(comms);
+  for (const Target& t : targets) WEFT_RETURN_IF_ERROR(checkLegacyStream(t, sharingOf(t, targets)));
+  return okStatus();
+}
+
+Status cudaLaunch(const std::vector<Comm*>& comms) {
+  std::vector<Target> targets = targetsOf(comms);
   for (Target& t : targets) {
-    int sharing = 0;
-    for (const Target& o : targets)
-      sharing += o.comm->cudaDev == t.comm->cudaDev && o.userStreams[0] == t.userStreams[0];
-    WEFT_RETURN_IF_ERROR(checkLegacyStream(t, sharing));
+    const int sharing = sharingOf(t, targets);
+    WEFT_RETURN_IF_ERROR(checkResidency(t));
     t.ownStream = sharing > 1 || t.userStreams.size() > 1;
-    if (t.ownStream) t.launchStream = t.comm->cuda->internalStream;
+    if (!t.ownStream) continue;
+    CudaState& state = *t.comm->cuda;
+    if (state.internalStream == nullptr) {
+      cuda::DeviceGuard guard(t.comm->cudaDev);
+      WEFT_ASSIGN_OR_RETURN(state.internalStream, cuda::streamCreate());
+    }
+    t.launchStream = state.internalStream;
   }
   // Phase 1: every launch stream waits for the work already on its user streams.
   for (Target& t : targets) {
@@ -165,10 +232,28 @@ Status cudaLaunch(const std::vector<Comm*>& comms) {
       WEFT_RETURN_IF_ERROR(cuda::streamWaitEvent(t.launchStream, t.comm->cuda->joinEvent));
     }
   }
-  // Phase 2: the kernels.
+  // Phase 2: the kernels, breadth first: every target's first batch, then
+  // every target's second... Streams may share a hardware queue (more
+  // streams than CUDA_DEVICE_MAX_CONNECTIONS), which starts its kernels in
+  // the order they were queued; a target's second kernel, which waits for
+  // its first, queued before a peer's first kernel that the first waits
+  // for, would block the queue for good (ranks sharing a GPU, driven from
+  // one thread in a group).
+  size_t rounds = 0;
   for (Target& t : targets) {
     cuda::DeviceGuard guard(t.comm->cudaDev);
-    WEFT_RETURN_IF_ERROR(launchTarget(t));
+    WEFT_RETURN_IF_ERROR(beginTarget(t));
+    rounds = std::max(rounds, t.plan->batches.size());
+  }
+  for (size_t b = 0; b < rounds; ++b)
+    for (Target& t : targets) {
+      if (b >= t.plan->batches.size()) continue;
+      cuda::DeviceGuard guard(t.comm->cudaDev);
+      WEFT_RETURN_IF_ERROR(launchBatch(*t.comm, *t.plan, t.plan->batches[b], t.launchStream));
+    }
+  for (Target& t : targets) {
+    cuda::DeviceGuard guard(t.comm->cudaDev);
+    WEFT_RETURN_IF_ERROR(finishTarget(t));
   }
   // Phase 3: user streams continue after the collective work.
   for (Target& t : targets) {

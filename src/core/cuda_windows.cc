@@ -154,7 +154,18 @@ Status cudaWindowDeregister(Comm* comm, uint64_t id) {
   for (const auto& w : state.windows) {
     if (w->id != id) continue;
     dropWindow(&state, w.get());
-    return publishTable(comm);
+    WEFT_RETURN_IF_ERROR(publishTable(comm));
+    // Collective where registration was (direct mode: the exchange), as in
+    // NCCL 2.27: no rank returns before every rank has closed its mappings
+    // of the window's buffers, so an owner may free its buffer once its own
+    // call returns (memory freed while a peer still maps it is undefined
+    // for CUDA IPC). In a group, at its end, as registration's exchange.
+    if (!comm->directAllowed) return okStatus();
+    if (inGroup()) {
+      groupDeferInit(comm, [comm] { return comm->bootstrap->barrier(); });
+      return okStatus();
+    }
+    return comm->bootstrap->barrier();
   }
   return errorStatus(ncclInvalidArgument, "window %llu is not registered on rank %d", static_cast<unsigned long long>(id),
                      comm->rank);

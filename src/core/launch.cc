@@ -338,6 +338,10 @@ Status launchLocked(Comm* const* comms, size_t n) {
   needs.clear();
   units.clear();
   cudaComms.clear();
+  for (size_t i = 0; i < n; ++i)
+    if (comms[i]->backend == weftBackendCuda) cudaComms.push_back(comms[i]);
+  if (!cudaComms.empty()) WEFT_RETURN_IF_ERROR(cudaCheckStreams(cudaComms));
+  cudaComms.clear();
   for (size_t i = 0; i < n; ++i) {
     comms[i]->repeatChannel = -1;  // set again below if this launch qualifies
     if (!comms[i]->failure.ok()) return comms[i]->failure;
@@ -402,7 +406,15 @@ Status launchLocked(Comm* const* comms, size_t n) {
   }
   if (!cudaComms.empty()) {
     Status launched = cudaLaunch(cudaComms);
-    if (!launched.ok()) return launched;
+    if (!launched.ok()) {
+      // Positions were advanced and network steps posted for work that may
+      // not run: these comms can no longer agree with their peers.
+      for (Comm* comm : cudaComms) {
+        markFailed(comm, launched);
+        reportFailure(comm, comm->rank, launched);
+      }
+      return launched;
+    }
   }
   runUnits(units, &failures);
   Status first;

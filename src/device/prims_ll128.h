@@ -108,15 +108,22 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
       take(in);
     }
     if (Src && ownPos >= nr) addOwn();
-    if (!active) return true;
-    for (int j = 0; j < kWords; ++j) {
-      if (post)
-        for (int e = 0; e < counts[j]; ++e) acc[j].elems[e] = this->op_.post(acc[j].elems[e]);
-      if (Dst && counts[j] > 0) {
-        T* to = dst + ll128PayloadWord(line, lane, j) * kPerWord;
-        for (int e = 0; e < counts[j]; ++e) to[e] = acc[j].elems[e];
+    if (active)
+      for (int j = 0; j < kWords; ++j) {
+        if (post)
+          for (int e = 0; e < counts[j]; ++e) acc[j].elems[e] = this->op_.post(acc[j].elems[e]);
+        if (Dst && counts[j] > 0) {
+          T* to = dst + ll128PayloadWord(line, lane, j) * kPerWord;
+          for (int e = 0; e < counts[j]; ++e) to[e] = acc[j].elems[e];
+        }
       }
-    }
+    // The loops above run a different number of times per lane; the eight
+    // lanes of a line must issue their stores as one instruction (the line
+    // is seen whole only then), so the warp converges first. Every lane gets
+    // here: `active` is shared by a line's lanes, and a failed wait returned
+    // on every lane of the warp (waitWarp's answer is the warp's).
+    this->coop_.warpSync();
+    if (!active) return true;
     uint64_t words[kWords];
     for (int j = 0; j < kWords; ++j) words[j] = acc[j].bits;
     for (int i = 0; i < kMaxSend && i < ns; ++i) {

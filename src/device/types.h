@@ -161,7 +161,20 @@ struct Arith {
 template <typename T>
 struct Arith<T, std::enable_if_t<std::is_floating_point_v<T>>> {
   WEFT_HD static T add(T a, T b) { return a + b; }
-  WEFT_HD static T mul(T a, T b) { return a * b; }
+  // Rounded on its own on the GPU too: nvcc would otherwise fuse a pre-op's
+  // multiply with the sum that follows (one rounding instead of two), and
+  // PreMulSum and float ncclAvg would differ from the host and from a
+  // scalar reference in the last bit.
+  WEFT_HD static T mul(T a, T b) {
+#if WEFT_DEVICE_PASS
+    if constexpr (std::is_same_v<T, float>)
+      return __fmul_rn(a, b);
+    else
+      return __dmul_rn(a, b);
+#else
+    return a * b;
+#endif
+  }
   WEFT_HD static T max(T a, T b) { return a < b ? b : a; }
   WEFT_HD static T min(T a, T b) { return a < b ? a : b; }
   WEFT_HD static T divide(T a, uint64_t n) { return a / static_cast<T>(n); }

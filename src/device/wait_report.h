@@ -7,7 +7,8 @@
 //   - a wait that has lasted kWaitAnnounceNs is announced: `word` holds
 //     kWaiting and the site (peer, direction, channel), so the host can check
 //     that the peer waited on still exists; the word goes back to kIdle when
-//     the wait ends;
+//     the block's waits are over, never over a failure record
+//     (cuda_coop.cuh);
 //   - a wait that outlasts the timeout (WEFT_TIMEOUT) is recorded as failed:
 //     `kind` and `waitedNs` first, then `word` with kFailed (release), then
 //     the communicator's abort flag, which stops the other blocks.

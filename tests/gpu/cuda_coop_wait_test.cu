@@ -1,7 +1,8 @@
 // The cuda team's wait logic (cuda_coop.cuh) run in its host pass: one
 // thread, a host clock instead of %globaltimer, the same source otherwise.
 // Needs nvcc, not a GPU (label unit): abort, the announcement of a long
-// wait and its clearing, and the timeout record that raises the abort flag.
+// wait and its clearing, the timeout record that raises the abort flag, and
+// records (a mismatch, a timeout) that the end of a wait must not erase.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -86,6 +87,63 @@ TEST(CudaCoopWait, TimeoutRecordsTheFailureThenRaisesTheAbortFlag) {
   EXPECT_EQ(site.peer, 3);
   EXPECT_EQ(site.channel, 2);
   EXPECT_EQ(f.abortFlag, 1u) << "the other blocks must be told to stop";
+}
+
+// A step from another call found after the wait was announced (the usual
+// case: the mismatched peer is late). The mismatch record must survive the
+// end of the wait, or the host sees the abort flag with no failure and
+// reports success.
+TEST(CudaCoopWait, MismatchAfterAnAnnouncedWaitKeepsItsRecord) {
+  Fixture f;
+  CudaCoop coop(&f.abortFlag, f.scratch, &f.report, 0);
+  const CallSignature ours{packCallWord({0, 7, 0, 0, -1, 5}), 100};
+  const CallSignature theirs{packCallWord({1, 7, 0, 0, -1, 5}), 100};
+  coop.setCallSignature(ours);
+  const auto start = Clock::now();
+  const auto announceAfter = std::chrono::nanoseconds(2 * kWaitAnnounceNs);
+  bool announced = false;
+  EXPECT_FALSE(coop.waitUntil(
+      [&] {
+        if (Clock::now() - start < announceAfter) return false;
+        announced = waitWordState(f.word()) == WaitState::kWaiting;
+        coop.recordMismatch(WaitSite{1, 0, 0}, theirs);
+        return true;
+      },
+      kSite));
+  EXPECT_TRUE(announced) << "the wait was not announced before the mismatch: the test proves nothing";
+  EXPECT_TRUE(coop.failed());
+  EXPECT_EQ(waitWordState(f.word()), WaitState::kFailed) << "the end of the wait erased the mismatch";
+  EXPECT_EQ(static_cast<WaitFailure>(f.report.kind), WaitFailure::kMismatch);
+  EXPECT_EQ(waitWordSite(f.word()).peer, 1);
+  EXPECT_EQ(f.report.theirs[0], theirs.word);
+  EXPECT_EQ(f.abortFlag, 1u);
+}
+
+// Several threads announce their own waits in one word (waitEach: LL). One
+// thread's wait ending must not take the announcement back while others may
+// still wait: agree(), after every thread's waits, does.
+TEST(CudaCoopWait, EachThreadsAnnouncementIsTakenBackByAgreeNotByTheWait) {
+  Fixture f;
+  CudaCoop coop(&f.abortFlag, f.scratch, &f.report, 0);
+  const auto start = Clock::now();
+  EXPECT_TRUE(coop.waitEach([&] { return Clock::now() - start > std::chrono::nanoseconds(2 * kWaitAnnounceNs); },
+                            kSite));
+  EXPECT_EQ(waitWordState(f.word()), WaitState::kWaiting) << "one thread's end of wait cleared the block's word";
+  EXPECT_EQ(waitWordSite(f.word()).peer, 3);
+  EXPECT_TRUE(coop.agree(true));
+  EXPECT_EQ(waitWordState(f.word()), WaitState::kIdle) << "agree() did not take the announcement back";
+  EXPECT_EQ(f.abortFlag, 0u);
+}
+
+// A failed slice keeps whatever the word says (a timeout's record, here).
+TEST(CudaCoopWait, AgreeNeverClearsAFailure) {
+  Fixture f;
+  CudaCoop coop(&f.abortFlag, f.scratch, &f.report, 20000000);  // 20 ms
+  EXPECT_FALSE(coop.waitEach([] { return false; }, kSite));
+  EXPECT_EQ(waitWordState(f.word()), WaitState::kFailed);
+  EXPECT_FALSE(coop.agree(false));
+  EXPECT_EQ(waitWordState(f.word()), WaitState::kFailed) << "agree() erased the timeout's record";
+  EXPECT_EQ(static_cast<WaitFailure>(f.report.kind), WaitFailure::kTimeout);
 }
 
 TEST(CudaCoopWait, NoReportNoTimeoutStillHonoursAbort) {

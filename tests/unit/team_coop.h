@@ -203,6 +203,8 @@ class TeamCoopT {
   bool waitWarp(Ready&& ready, Culprit&& culprit) {
     return waitEach(ready, culprit);
   }
+  // Each emulated thread stores its lines whole: nothing to converge.
+  void warpSync() const {}
 
   // __syncthreads_and.
   bool agree(bool ok) {

@@ -96,6 +96,13 @@ class CudaCoop {
     __syncthreads();
 #endif
   }
+  // The lanes of a warp converge (prims_ll128.h: a line's eight stores
+  // must issue together).
+  __host__ __device__ void warpSync() {
+#if WEFT_DEVICE_PASS
+    __syncwarp();
+#endif
+  }
   __host__ __device__ void publishFence() {
 #if WEFT_DEVICE_PASS
     __threadfence_system();
@@ -127,8 +134,10 @@ class CudaCoop {
 
   // Each thread waits for a condition of its own (its LL lines), with the
   // same abort and timeout checks as the leader's waits. Several threads of
-  // a block may announce or record a wait; the words they write say the
-  // same thing (a wait on this site), so the last store wins harmlessly.
+  // a block may announce a wait in the block's one report word; none clears
+  // it when its own wait ends, since others may still be waiting: agree(),
+  // which follows every slice's waits, clears it once all are over (and
+  // never over a failure).
   template <typename Ready, typename Culprit>
   __host__ __device__ bool waitEach(Ready&& ready, Culprit&& culprit) {
     if (failed_) return false;
@@ -138,7 +147,7 @@ class CudaCoop {
         failed_ = true;
         return false;
       }
-    if (clock.announced) endAnnouncedWait();
+    if (clock.announced) announced_ = true;
     return true;
   }
 
@@ -166,7 +175,7 @@ class CudaCoop {
         return false;
       }
     }
-    if (clock.announced) endAnnouncedWait();
+    if (clock.announced) announced_ = true;  // cleared by agree(), as waitEach's
     return true;
 #else
     return waitEach(ready, culprit);
@@ -174,11 +183,21 @@ class CudaCoop {
   }
 
   // Whether every thread of the block succeeded (a barrier: every thread's
-  // earlier reads are complete when it returns).
+  // earlier reads are complete when it returns). When a thread's wait was
+  // announced (waitEach, waitWarp) and every thread succeeded, the leader
+  // takes the announcement back: no thread of the block waits any more. One
+  // barrier when nothing was announced or failed, three otherwise.
   __host__ __device__ bool agree(bool ok) {
 #if WEFT_DEVICE_PASS
-    ok = __syncthreads_and(ok ? 1 : 0) != 0;
+    if (__syncthreads_count((!ok || announced_) ? 1 : 0) != 0) {
+      ok = __syncthreads_and(ok ? 1 : 0) != 0;
+      const bool any = __syncthreads_or(announced_ ? 1 : 0) != 0;
+      if (ok && any && leader()) endAnnouncedWait();
+    }
+#else
+    if (ok && announced_) endAnnouncedWait();
 #endif
+    announced_ = false;
     if (!ok) failed_ = true;
     return ok;
   }
@@ -218,7 +237,9 @@ class CudaCoop {
     WaitClock clock;
     for (uint32_t polls = 0; !ready(); ++polls)
       if ((polls & 1023) == 1023 && !keepWaiting(&clock, culprit())) return 0;
-    if (clock.announced) endAnnouncedWait();
+    // Not over a mismatch `ready` recorded: that record is the failure the
+    // host must find.
+    if (clock.announced && !failed_) endAnnouncedWait();
     return 1;
   }
 
@@ -280,6 +301,7 @@ class CudaCoop {
   CallSignature call_{0, 0};
   uint32_t callHash_ = 0;
   bool failed_ = false;
+  bool announced_ = false;  // this thread announced a wait agree() has not taken back
 };
 
 }  // namespace weft::device

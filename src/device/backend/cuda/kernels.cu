@@ -71,4 +71,51 @@ int launchKernel(const KernelKey& key, const KernelArgs& args, int threadsPerBlo
   return static_cast<int>(err);
 }
 
+namespace {
+
+template <typename Visit>
+void forEachKernel(Visit&& visit) {
+  visit(&dataOnlyKernel);
+  for (int t = 0; t < static_cast<int>(DataType::kCount); ++t)
+    for (int k = 0; k < static_cast<int>(RedOpKind::kCount); ++k) {
+      KernelFn fn = reducingKernelFor(static_cast<DataType>(t), static_cast<RedOpKind>(k));
+      if (fn != nullptr) visit(fn);
+    }
+}
+
+}  // namespace
+
+size_t kernelStackBytes() {
+  size_t most = 0;
+  forEachKernel([&](KernelFn fn) {
+    cudaFuncAttributes attr{};
+    if (cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(fn)) == cudaSuccess)
+      most = attr.localSizeBytes > most ? attr.localSizeBytes : most;
+    else
+      cudaGetLastError();
+  });
+  return most;
+}
+
+int residentBlocks(int threadsPerBlock) {
+  int device = 0;
+  int sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  int least = -1;
+  forEachKernel([&](KernelFn fn) {
+    int perSm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, reinterpret_cast<const void*>(fn), threadsPerBlock, 0) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    least = least < 0 || perSm < least ? perSm : least;
+  });
+  return least < 0 ? 0 : least * sms;
+}
+
 }  // namespace weft::device

@@ -1,6 +1,7 @@
 #include "device/backend/cuda/runtime.h"
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <cstring>
 #include <mutex>
@@ -24,11 +25,31 @@ Status errorFromCode(int code, const char* call) {
     if (weft_err_ != cudaSuccess) return errorFromCode(weft_err_, #call); \
   } while (0)
 
+namespace {
+
+bool driverInstalled() {
+  void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (lib == nullptr) return false;
+  dlclose(lib);
+  return true;
+}
+
+}  // namespace
+
 int deviceCount() {
   static int count = [] {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    const cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
       cudaGetLastError();  // clear the sticky "no device" error
+      // No device, or no driver at all, is the host backend's ordinary
+      // case; a driver that is there but refused (older than this runtime, a
+      // broken installation) would quietly run every GPU program on the host
+      // backend: say why.
+      if (err != cudaErrorNoDevice && driverInstalled())
+        WEFT_WARN("CUDA reports no usable device: cudaGetDeviceCount failed with %s (%s); communicators use the "
+                  "host backend",
+                  cudaGetErrorName(err), cudaGetErrorString(err));
       return 0;
     }
     return n;
@@ -50,10 +71,16 @@ Status setDevice(int device) {
 DeviceGuard::DeviceGuard(int device) {
   if (device < 0) return;  // host backend: no device, and no CUDA call at all
   if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-  if (device != previous_)
+  // A thread with no context yet (one Weft started: a non-blocking init, a
+  // group's) reports device 0 without using it; setting 0 back would make a
+  // context on GPU 0 for nothing (memory, and a failure where GPU 0 is in
+  // exclusive-process mode). Such a thread keeps `device`.
+  if (previous_ >= 0 && !threadHasContext()) previous_ = -1;
+  if (device != previous_) {
     cudaSetDevice(device);
-  else
+  } else {
     previous_ = -1;
+  }
 }
 
 DeviceGuard::~DeviceGuard() {
@@ -97,29 +124,49 @@ Result<void*> deviceAlloc(size_t bytes) {
 }
 
 void deviceFree(void* ptr) {
+  SideWork side;
   if (ptr != nullptr) cudaFree(ptr);
 }
 
+Status deviceFreeChecked(void* ptr) {
+  SideWork side;
+  if (ptr != nullptr) WEFT_CUDA_RETURN(cudaFree(ptr));
+  return okStatus();
+}
+
 Status hostAllocMapped(size_t bytes, void** host, void** device) {
+  SideWork side;
   WEFT_CUDA_RETURN(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
   std::memset(*host, 0, bytes);
-  WEFT_CUDA_RETURN(cudaHostGetDevicePointer(device, *host, 0));
+  const cudaError_t err = cudaHostGetDevicePointer(device, *host, 0);
+  if (err != cudaSuccess) {
+    cudaFreeHost(*host);
+    *host = nullptr;
+    return errorFromCode(err, "cudaHostGetDevicePointer");
+  }
   WEFT_INFO(log::kAlloc, "cudaHostAlloc (mapped) Size %zu pointer %p", bytes, *host);
   return okStatus();
 }
 
 void hostFree(void* host) {
+  SideWork side;
   if (host != nullptr) cudaFreeHost(host);
 }
 
 Result<void*> hostRegisterMapped(void* host, size_t bytes) {
+  SideWork side;
   WEFT_CUDA_RETURN(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
   void* device = nullptr;
-  WEFT_CUDA_RETURN(cudaHostGetDevicePointer(&device, host, 0));
+  const cudaError_t err = cudaHostGetDevicePointer(&device, host, 0);
+  if (err != cudaSuccess) {
+    cudaHostUnregister(host);
+    return errorFromCode(err, "cudaHostGetDevicePointer");
+  }
   return device;
 }
 
 void hostUnregister(void* host) {
+  SideWork side;
   if (host != nullptr) cudaHostUnregister(host);
 }
 
@@ -171,6 +218,7 @@ Status ipcGetHandle(void* ptr, char handle[kIpcHandleBytes]) {
 }
 
 Result<void*> ipcOpenHandle(const char handle[kIpcHandleBytes]) {
+  SideWork side;
   cudaIpcMemHandle_t h;
   std::memcpy(&h, handle, sizeof(h));
   void* ptr = nullptr;
@@ -179,6 +227,7 @@ Result<void*> ipcOpenHandle(const char handle[kIpcHandleBytes]) {
 }
 
 void ipcCloseHandle(void* ptr) {
+  SideWork side;
   if (ptr != nullptr) cudaIpcCloseMemHandle(ptr);
 }
 
@@ -189,6 +238,7 @@ bool canAccessPeer(int device, int peerDevice) {
 }
 
 Status enablePeerAccess(int peerDevice) {
+  SideWork side;
   cudaError_t err = cudaDeviceEnablePeerAccess(peerDevice, 0);
   if (err == cudaErrorPeerAccessAlreadyEnabled) {
     cudaGetLastError();
@@ -223,6 +273,7 @@ bool mpsEnabled(int device) {
 }
 
 Result<Stream> streamCreate() {
+  SideWork side;
   cudaStream_t stream = nullptr;
   WEFT_CUDA_RETURN(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   return stream;
@@ -233,6 +284,16 @@ void streamDestroy(Stream stream) {
 }
 
 bool streamIsLegacyDefault(Stream stream) { return stream == nullptr || stream == cudaStreamLegacy; }
+
+bool streamIsBlocking(Stream stream) {
+  if (streamIsLegacyDefault(stream) || stream == cudaStreamPerThread) return false;
+  unsigned flags = cudaStreamNonBlocking;
+  if (cudaStreamGetFlags(stream, &flags) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return (flags & cudaStreamNonBlocking) == 0;
+}
 
 bool streamIsCapturing(Stream stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -264,6 +325,7 @@ Status streamWaitEvent(Stream stream, Event event) {
 }
 
 Result<bool> eventDone(Event event) {
+  SideWork side;  // a query is among the calls a global-mode capture on another thread forbids
   cudaError_t err = cudaEventQuery(event);
   if (err == cudaSuccess) return true;
   if (err == cudaErrorNotReady) {
@@ -271,6 +333,16 @@ Result<bool> eventDone(Event event) {
     return false;
   }
   return errorFromCode(err, "cudaEventQuery");
+}
+
+Status reserveStack(size_t bytesPerThread) {
+  if (bytesPerThread == 0) return okStatus();
+  size_t current = 0;
+  WEFT_CUDA_RETURN(cudaDeviceGetLimit(&current, cudaLimitStackSize));
+  if (current >= bytesPerThread) return okStatus();
+  WEFT_CUDA_RETURN(cudaDeviceSetLimit(cudaLimitStackSize, bytesPerThread));
+  WEFT_INFO(log::kInit, "kernel stack raised from %zu to %zu bytes per thread", current, bytesPerThread);
+  return okStatus();
 }
 
 }  // namespace weft::cuda

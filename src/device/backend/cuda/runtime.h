@@ -24,6 +24,12 @@ int deviceCount();
 
 Result<int> currentDevice();
 Status setDevice(int device);
+// Whether the calling thread has a current CUDA context (true when the
+// driver cannot say).
+bool threadHasContext();
+// Raises the current device's per-thread kernel stack to at least
+// `bytesPerThread` (device/backend/cuda/launch.h kernelStackBytes).
+Status reserveStack(size_t bytesPerThread);
 
 // Sets a device for a scope and restores the previous one.
 class DeviceGuard {
@@ -40,6 +46,8 @@ class DeviceGuard {
 // Device memory on the current device, zero-filled.
 Result<void*> deviceAlloc(size_t bytes);
 void deviceFree(void* ptr);
+// deviceFree with its result (ncclMemFree reports it).
+Status deviceFreeChecked(void* ptr);
 // Pinned host memory mapped into every device's address space.
 Status hostAllocMapped(size_t bytes, void** host, void** device);
 void hostFree(void* host);
@@ -96,6 +104,9 @@ bool mpsEnabled(int device);
 Result<Stream> streamCreate();
 void streamDestroy(Stream stream);
 bool streamIsLegacyDefault(Stream stream);
+// A stream that synchronizes with the legacy default stream (made without
+// cudaStreamNonBlocking; the per-thread default stream is not one).
+bool streamIsBlocking(Stream stream);
 // True while `stream` is being captured into a CUDA graph.
 bool streamIsCapturing(Stream stream);
 Result<Event> eventCreate();

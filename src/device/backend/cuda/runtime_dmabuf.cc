@@ -4,7 +4,8 @@
 // attribute saying whether export works, cuMemGetAddressRange) are loaded from
 // libcuda.so.1 at run time, as GPU detection loads the driver
 // (src/graph/gpu_dlopen.cc): a driver that lacks them is reported, not
-// linked against.
+// linked against. Also whether the calling thread has a context
+// (cuCtxGetCurrent, for DeviceGuard in runtime.cc).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
@@ -53,6 +54,17 @@ Status driverError(CUresult rc, const char* call) {
 }
 
 }  // namespace
+
+bool threadHasContext() {
+  using CtxGetCurrent = CUresult (*)(CUcontext* ctx);
+  static const CtxGetCurrent get = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  // never closed, as above
+    return lib ? reinterpret_cast<CtxGetCurrent>(dlsym(lib, "cuCtxGetCurrent")) : nullptr;
+  }();
+  if (get == nullptr) return true;
+  CUcontext ctx = nullptr;
+  return get(&ctx) != CUDA_SUCCESS || ctx != nullptr;
+}
 
 Result<bool> dmaBufSupported(int device) {
   const DriverDmaBuf& d = driver();

@@ -18,10 +18,13 @@ bool built() { return false; }
 int deviceCount() { return 0; }
 Result<int> currentDevice() { return noCuda("cudaGetDevice"); }
 Status setDevice(int) { return noCuda("cudaSetDevice"); }
+bool threadHasContext() { return false; }
+Status reserveStack(size_t) { return okStatus(); }
 DeviceGuard::DeviceGuard(int) {}
 DeviceGuard::~DeviceGuard() = default;
 Result<void*> deviceAlloc(size_t) { return noCuda("device memory"); }
 void deviceFree(void*) {}
+Status deviceFreeChecked(void*) { return noCuda("device memory"); }
 Status hostAllocMapped(size_t, void**, void**) { return noCuda("mapped host memory"); }
 void hostFree(void*) {}
 Result<void*> hostRegisterMapped(void*, size_t) { return noCuda("host registration"); }
@@ -47,6 +50,7 @@ bool mpsEnabled(int) { return false; }
 Result<Stream> streamCreate() { return noCuda("a stream"); }
 void streamDestroy(Stream) {}
 bool streamIsLegacyDefault(Stream stream) { return stream == nullptr; }
+bool streamIsBlocking(Stream) { return false; }
 bool streamIsCapturing(Stream) { return false; }
 Result<Event> eventCreate() { return noCuda("an event"); }
 void eventDestroy(Event) {}
@@ -64,5 +68,7 @@ Status errorFromCode(int code, const char* call) {
 namespace weft::device {
 
 int launchKernel(const KernelKey&, const KernelArgs&, int, CUstream_st*) { return kKernelNotBuilt; }
+size_t kernelStackBytes() { return 0; }
+int residentBlocks(int) { return 0; }
 
 }  // namespace weft::device

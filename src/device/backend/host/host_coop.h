@@ -111,6 +111,8 @@ class HostCoop {
   bool waitWarp(Ready&& ready, Culprit&& culprit) {
     return waitUntil(ready, culprit);
   }
+  // The lanes sharing a line store it together (a warp on a GPU): one thread here.
+  void warpSync() const {}
   // Whether every thread of the team succeeded: here, this one.
   bool agree(bool ok) const { return ok && !failed(); }
 
