@@ -1,66 +1,145 @@
 #!/usr/bin/env bash
-# Everything only a GPU can show, in one call (GPU time is short):
-#   1. a release build with the CUDA kernels (all cores);
-#   2. the gpu-labelled tests (ctest -L gpu; on a machine without a usable
-#      GPU they skip themselves, so this step proves nothing there);
-#   3. weft-perf allreduce on the cuda backend: 1 rank, and 4 ranks on GPU 0
-#      as threads (across processes that needs MPS);
-#   4. with NCCL_TESTS_BINARIES (a directory of nccl-tests binaries you built
-#      against Weft; README, "nccl-tests"): every binary checked and run on
-#      Weft, several ranks on GPU 0, and the comparison with CUDA's libnccl
-#      (bench/nccl-tests.sh --compare).
+# Everything only a GPU can show (issue 18), in steps that fit the device
+# machine's budget (at most 10 minutes a call, about 15 in all): run
+#   STEPS="build tests" scripts/gpu-check.sh
+# first, then the rest on the same warm machine (build-gpu/ is kept there).
+# Steps, in this order (default: all):
+#   build     a release build of what the steps use (all cores)
+#   tests     the gpu-labelled tests (ctest -L gpu), WEFT_TIMEOUT=60 so a hung
+#             kernel ends within a minute (on a machine without a usable GPU
+#             they skip themselves: the summary counts the skips)
+#   sanitize  compute-sanitizer memcheck, racecheck and synccheck on the
+#             kernel tests
+#   perf      weft-perf allreduce on the cuda backend: 1 rank, 4 ranks on GPU 0
+#   variants  the same at 4 ranks under each algorithm and protocol the cuda
+#             backend runs only when asked, and direct mode
+#   procs     2 processes on GPU 0, direct mode, windows against slots
+#   ranks     bench/gpu_ranks_bench: 2, 4 and 8 ranks against the device's
+#             copy bandwidth
+#   torch     scripts/torch-gpu-check.py: PyTorch's own build on Weft, 2
+#             processes on GPU 0 (DDP step, collectives, abort)
+#   nccl      with NCCL_TESTS_BINARIES (a directory of nccl-tests binaries
+#             built against Weft by hand; README, "nccl-tests"): every binary
+#             checked and run (bench/nccl-tests.sh --compare)
+#   rxe       whether the kernel has soft-RoCE (rdma_rxe), for the IB work
 # Logs and a summary go to OUT (default build-gpu/results).
 #
-# usage: scripts/gpu-check.sh [NCCL_TESTS_BINARIES]
+# usage: [STEPS="..."] scripts/gpu-check.sh [NCCL_TESTS_BINARIES]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 binaries=${1:-}
+steps=" ${STEPS:-build tests sanitize perf variants procs ranks torch nccl rxe} "
+has() { [[ "$steps" == *" $1 "* ]]; }
 dir=build-gpu
 out=${OUT:-$dir/results}
 mkdir -p "$out"
 summary=$out/summary.txt
-: >"$summary"
+touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
-gpu=$(nvidia-smi -L 2>/dev/null | head -1)
-note "gpu-check $(date -u +%FT%TZ) on $(hostname): ${gpu:-no GPU listed by nvidia-smi}"
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
+note "gpu-check $(date -u +%FT%TZ) on $(hostname), steps:${steps}: ${gpu:-no GPU listed by nvidia-smi}"
 
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release >"$out/configure.log" 2>&1 || { note "configure failed"; exit 1; }
-start=$(date +%s)
-cmake --build "$dir" -j"$(nproc)" >"$out/build.log" 2>&1 || { note "build failed (build.log)"; exit 1; }
-note "build: $(( $(date +%s) - start )) s with $(nproc) jobs"
+if has build; then
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON >"$out/configure.log" 2>&1 ||
+    { note "configure failed"; exit 1; }
+  start=$(date +%s)
+  targets=(weft weft-perf gpu_ranks_bench test_gpu_collectives test_gpu_algos test_gpu_api test_gpu_ordering
+    test_gpu_kernels test_cuda_coop_wait test_net_gpu test_windows_gpu)
+  cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}" >"$out/build.log" 2>&1 ||
+    { note "build failed (build.log)"; tail -20 "$out/build.log"; exit 1; }
+  note "build: $(( $(date +%s) - start )) s with $(nproc) jobs"
+fi
 
-(cd "$dir" && ctest -L gpu --output-on-failure --timeout 300) >"$out/ctest-gpu.log" 2>&1
-note "ctest -L gpu: exit $?; $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
-note "skipped gpu tests: $(grep -c 'Skipped' "$out/ctest-gpu.log")"
+if has tests; then
+  (cd "$dir" && WEFT_TIMEOUT=${WEFT_TIMEOUT:-60} ctest -L gpu --output-on-failure --timeout 150) \
+    >"$out/ctest-gpu.log" 2>&1
+  note "ctest -L gpu: exit $?; $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
+  note "skipped gpu tests: $(grep -c '(Skipped)' "$out/ctest-gpu.log")"
+  grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)' "$out/ctest-gpu.log" | tee -a "$summary"
+fi
 
-for np in 1 4; do
-  WEFT_BACKEND=cuda "$dir/bin/weft-perf" allreduce -b 8 -e 256M -f 8 -c 1 -np "$np" --threads >"$out/weft-perf-$np.log" 2>&1
-  note "weft-perf allreduce cuda $np rank(s) on GPU 0: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-$np.log")"
-done
+if has sanitize; then
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck synccheck; do
+      log="$out/sanitizer-$tool.log"
+      timeout 180 compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/bin/test_gpu_kernels" >"$log" 2>&1
+      note "compute-sanitizer $tool test_gpu_kernels: exit $? (124: timed out); $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
+    done
+    log="$out/sanitizer-memcheck-collectives.log"
+    WEFT_TIMEOUT=60 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$dir/bin/test_gpu_collectives" \
+      >"$log" 2>&1
+    note "compute-sanitizer memcheck test_gpu_collectives: exit $?; $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
+  else
+    note "compute-sanitizer: not found"
+  fi
+fi
+
+perf() {  # log, settings..., -- weft-perf args...
+  local log=$1; shift
+  local settings=()
+  while [ "$1" != -- ]; do settings+=("$1"); shift; done
+  shift
+  env WEFT_BACKEND=cuda WEFT_TIMEOUT=60 ${settings[@]+"${settings[@]}"} timeout 120 "$dir/bin/weft-perf" "$@" >"$log" 2>&1
+}
+
+if has perf; then
+  for np in 1 4; do
+    perf "$out/weft-perf-$np.log" -- allreduce -b 8 -e 256M -f 8 -c 1 -np "$np" --threads
+    note "weft-perf allreduce cuda $np rank(s) on GPU 0: exit $?; $(grep 'Avg bus bandwidth' "$out/weft-perf-$np.log")"
+  done
+fi
+
 # What the cuda backend runs only when asked: each extra algorithm, one-shot
 # under both protocols, LL and LL128 on the ring, and direct mode, against
-# the default
-# at 4 ranks on GPU 0 (checked: -c 1). A variant is settings joined by '+'.
-for variant in default NCCL_ALGO=Butterfly NCCL_ALGO=HalvingDoubling NCCL_ALGO=Torus2D NCCL_ALGO=OneShot \
-  NCCL_ALGO=OneShot+NCCL_PROTO=LL NCCL_ALGO=Ring+NCCL_PROTO=LL NCCL_ALGO=Ring+NCCL_PROTO=LL128 \
-  WEFT_DIRECT=1; do
-  settings=()
-  [ "$variant" != default ] && IFS='+' read -ra settings <<<"$variant"
-  log="$out/weft-perf-4-${variant//[^A-Za-z0-9_]/_}.log"
-  env WEFT_BACKEND=cuda ${settings[@]+"${settings[@]}"} "$dir/bin/weft-perf" allreduce -b 8 -e 64M -f 8 -c 1 -np 4 --threads \
-    >"$log" 2>&1
-  note "weft-perf allreduce cuda 4 ranks, $variant: exit $?; $(grep 'Avg bus bandwidth' "$log")"
-done
+# the default at 4 ranks on GPU 0 (checked: -c 1). A variant is settings
+# joined by '+'.
+if has variants; then
+  for variant in default NCCL_ALGO=Butterfly NCCL_ALGO=HalvingDoubling NCCL_ALGO=Torus2D NCCL_ALGO=OneShot \
+    NCCL_ALGO=OneShot+NCCL_PROTO=LL NCCL_ALGO=Ring+NCCL_PROTO=LL NCCL_ALGO=Ring+NCCL_PROTO=LL128 \
+    WEFT_DIRECT=1; do
+    settings=()
+    [ "$variant" != default ] && IFS='+' read -ra settings <<<"$variant"
+    log="$out/weft-perf-4-${variant//[^A-Za-z0-9_]/_}.log"
+    perf "$log" ${settings[@]+"${settings[@]}"} -- allreduce -b 8 -e 64M -f 8 -c 1 -np 4 --threads
+    note "weft-perf allreduce cuda 4 ranks, $variant: exit $?; $(grep 'Avg bus bandwidth' "$log")"
+  done
+fi
+
 # Processes sharing GPU 0 in direct mode: buffers in windows (-R 2, written
 # through the peers' CUDA IPC mappings) against unregistered ones (slots).
-for reg in 0 2; do
-  log="$out/weft-perf-2proc-direct-R$reg.log"
-  WEFT_BACKEND=cuda WEFT_DIRECT=1 "$dir/bin/weft-perf" allreduce -b 1M -e 256M -f 4 -c 1 -np 2 -R "$reg" >"$log" 2>&1
-  note "weft-perf allreduce cuda 2 processes, WEFT_DIRECT=1 -R $reg: exit $?; $(grep 'Avg bus bandwidth' "$log")"
-done
+if has procs; then
+  for reg in 0 2; do
+    log="$out/weft-perf-2proc-direct-R$reg.log"
+    perf "$log" WEFT_DIRECT=1 -- allreduce -b 1M -e 256M -f 4 -c 1 -np 2 -R "$reg"
+    note "weft-perf allreduce cuda 2 processes, WEFT_DIRECT=1 -R $reg: exit $?; $(grep 'Avg bus bandwidth' "$log")"
+  done
+fi
 
-if [ -n "$binaries" ]; then
-  bench/nccl-tests.sh "$binaries" --build-dir "$dir" --out "$out/nccl-tests" --compare >"$out/nccl-tests.log" 2>&1
+if has ranks; then
+  for np in 2 4 8; do
+    log="$out/gpu-ranks-$np.log"
+    WEFT_TIMEOUT=60 timeout 120 "$dir/bin/gpu_ranks_bench" "$np" 20 >"$log" 2>&1
+    note "gpu_ranks_bench $np ranks: exit $?; $(tail -1 "$log")"
+  done
+fi
+
+if has torch; then
+  log="$out/torch.log"
+  WEFT_TIMEOUT=60 timeout 240 python3 scripts/torch-gpu-check.py --lib "$dir/lib" >"$log" 2>&1
+  note "torch-gpu-check: exit $?; $(grep -E '^(PASS|FAIL)' "$log" | tr '\n' ';')"
+fi
+
+if has nccl && [ -n "$binaries" ]; then
+  timeout 400 bench/nccl-tests.sh "$binaries" --build-dir "$dir" --out "$out/nccl-tests" --compare \
+    >"$out/nccl-tests.log" 2>&1
   note "nccl-tests: exit $?"
   tee -a "$summary" <"$out/nccl-tests/summary.txt" 2>/dev/null
+fi
+
+if has rxe; then
+  if modprobe -n rdma_rxe >/dev/null 2>&1; then
+    note "soft-RoCE: rdma_rxe module available ($(uname -r))"
+  else
+    note "soft-RoCE: rdma_rxe not available ($(uname -r))"
+  fi
 fi
