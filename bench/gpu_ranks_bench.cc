@@ -46,11 +46,33 @@ double copyBandwidth(size_t bytes, int iters) {
   return medianOf(samples);
 }
 
+[[noreturn]] void fail(int rank, const char* what, const char* why) {
+  std::fprintf(stderr, "gpu_ranks_bench: rank %d: %s failed: %s\n", rank, what, why);
+  std::exit(1);
+}
+
+void checkCuda(int rank, cudaError_t err, const char* what) {
+  if (err != cudaSuccess) fail(rank, what, cudaGetErrorString(err));
+}
+
+void checkNccl(int rank, ncclComm_t comm, ncclResult_t rc, const char* what) {
+  if (rc != ncclSuccess) fail(rank, what, ncclGetLastError(comm));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int nranks = argc > 1 ? std::atoi(argv[1]) : 4;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::fprintf(stderr, "gpu_ranks_bench: no usable CUDA device\n");
+    return 2;
+  }
+  if (nranks < 1 || iters < 1) {
+    std::fprintf(stderr, "usage: gpu_ranks_bench [nranks >= 1] [iters >= 1]\n");
+    return 2;
+  }
   ncclUniqueId id;
   if (ncclGetUniqueId(&id) != ncclSuccess) return 1;
   std::vector<size_t> sizes = {8, 1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20};
@@ -58,30 +80,45 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
-      cudaSetDevice(0);
+      checkCuda(r, cudaSetDevice(0), "cudaSetDevice");
       ncclComm_t comm;
-      if (ncclCommInitRank(&comm, nranks, id, r) != ncclSuccess) {
-        std::fprintf(stderr, "init failed: %s\n", ncclGetLastError(nullptr));
-        std::exit(1);
-      }
+      checkNccl(r, nullptr, ncclCommInitRank(&comm, nranks, id, r), "ncclCommInitRank");
       cudaStream_t stream;
-      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-      void* buf;
-      cudaMalloc(&buf, sizes.back());
+      checkCuda(r, cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      // Out of place: every rank sends r + 1 in each element, so every
+      // output element must be the sum of 1..nranks (exact in float).
+      const size_t most = sizes.back() / sizeof(float);
+      float* send = nullptr;
+      float* recv = nullptr;
+      checkCuda(r, cudaMalloc(&send, most * sizeof(float)), "cudaMalloc");
+      checkCuda(r, cudaMalloc(&recv, most * sizeof(float)), "cudaMalloc");
+      std::vector<float> host(most, static_cast<float>(r + 1));
+      checkCuda(r, cudaMemcpy(send, host.data(), most * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+      const float want = static_cast<float>(nranks) * (nranks + 1) / 2;
       for (size_t s = 0; s < sizes.size(); ++s) {
+        const size_t count = sizes[s] / sizeof(float);
+        checkCuda(r, cudaMemset(recv, 0, count * sizeof(float)), "cudaMemset");
         std::vector<double> samples;
         for (int i = 0; i < iters + 3; ++i) {
           auto t0 = std::chrono::steady_clock::now();
-          ncclAllReduce(buf, buf, sizes[s] / sizeof(float), ncclFloat, ncclSum, comm, stream);
-          cudaStreamSynchronize(stream);
+          checkNccl(r, comm, ncclAllReduce(send, recv, count, ncclFloat, ncclSum, comm, stream), "ncclAllReduce");
+          checkCuda(r, cudaStreamSynchronize(stream), "cudaStreamSynchronize");
           auto t1 = std::chrono::steady_clock::now();
           if (i >= 3) samples.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
         }
+        checkCuda(r, cudaMemcpy(host.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        for (size_t e = 0; e < count; ++e)
+          if (host[e] != want) {
+            std::fprintf(stderr, "gpu_ranks_bench: rank %d: %zu bytes: element %zu is %g, expected %g\n", r,
+                         sizes[s], e, host[e], want);
+            std::exit(1);
+          }
         if (r == 0) times[s].push_back(medianOf(samples));
       }
-      cudaFree(buf);
+      cudaFree(send);
+      cudaFree(recv);
       cudaStreamDestroy(stream);
-      ncclCommDestroy(comm);
+      checkNccl(r, comm, ncclCommDestroy(comm), "ncclCommDestroy");
     });
   }
   for (auto& t : threads) t.join();
