@@ -78,6 +78,8 @@ tuning::LinkFigures linksOf(const PlanInputs& in, tuning::Protocol proto) {
 }
 
 bool llPossibleFor(const PlanInputs& in, const device::CollWork& work);
+// LL128's conditions but the algorithm's (below).
+bool ll128KernelFor(const PlanInputs& in, const device::CollWork& work);
 
 // Whether the planner may pick LL for this call by itself: possible, on a
 // backend that picks it, and NCCL_PROTO allows both protocols.
@@ -86,6 +88,18 @@ bool llChoosable(const PlanInputs& in, const device::CollWork& work) {
   const tuning::ProtoFilter& f = in.protoFilter ? *in.protoFilter : kAny;
   const tuning::CollKind coll = collKind(work.func);
   return llPossibleFor(in, work) && in.llByDefault && f.allows(coll, tuning::Protocol::kLL) &&
+         f.allows(coll, tuning::Protocol::kSimple);
+}
+
+// The same for LL128: links that keep its lines whole, a kernel for the
+// op, and NCCL_PROTO allowing LL128 and Simple. With the built-in figures
+// it never wins (measured on the host, tuning/figures.cc); a tuning file
+// with other figures can make it.
+bool ll128Choosable(const PlanInputs& in, const device::CollWork& work) {
+  static const tuning::ProtoFilter kAny;
+  const tuning::ProtoFilter& f = in.protoFilter ? *in.protoFilter : kAny;
+  const tuning::CollKind coll = collKind(work.func);
+  return ll128KernelFor(in, work) && in.llByDefault && f.allows(coll, tuning::Protocol::kLL128) &&
          f.allows(coll, tuning::Protocol::kSimple);
 }
 
@@ -108,6 +122,7 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const tuning::AlgoFilter& filter = in.algoFilter ? *in.algoFilter : kAll;
   const tuning::LinkFigures simple = linksOf(in, tuning::Protocol::kSimple);
   const tuning::LinkFigures ll = linksOf(in, tuning::Protocol::kLL);
+  const tuning::LinkFigures ll128 = linksOf(in, tuning::Protocol::kLL128);
   using tuning::Algorithm;
   // NCCL_PROTO without Simple: an algorithm with no form under the
   // protocols left (the exchanges, hierarchical ring and torus run Simple
@@ -119,9 +134,7 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const tuning::CollKind coll = collKind(work->func);
   const bool simpleOk = protos.allows(coll, tuning::Protocol::kSimple);
   const bool llOk = llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL);
-  const bool ll128Ok = in.ll128Possible && llPossibleFor(in, *work) &&
-                       (isDataOnly(work->func) || work->op == device::RedOpKind::kSum) &&
-                       protos.allows(coll, tuning::Protocol::kLL128);
+  const bool ll128Ok = ll128KernelFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL128);
   auto runs = [&](bool hasLL, bool hasLL128, std::initializer_list<Algorithm> algos) {
     if (simpleOk || (hasLL && llOk) || (hasLL128 && ll128Ok)) return true;
     for (Algorithm a : algos)
@@ -140,7 +153,9 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const bool trees = in.treesAvailable && runs(true, in.ll128Trees, {Algorithm::kTree});
   const tuning::Choice choice = tuning::chooseAlgorithm(
       collKind(work->func), totalBytes, in.shape, simple, filter, trees, oneShot, exchange,
-      hier, torus ? in.torus : tuning::TorusShape{0, 0}, llChoosable(in, *work) ? &ll : nullptr);
+      hier, torus ? in.torus : tuning::TorusShape{0, 0},
+      tuning::LineLinks{llChoosable(in, *work) ? &ll : nullptr, ll128Choosable(in, *work) ? &ll128 : nullptr,
+                        in.ll128Trees});
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
               static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),
@@ -172,9 +187,12 @@ bool llPossibleFor(const PlanInputs& in, const device::CollWork& work) {
 // for it (the sum and the data-only calls, on both backends: run_work.h) and
 // an algorithm the backend runs under it (rings; trees too on the host, as
 // in NCCL).
+bool ll128KernelFor(const PlanInputs& in, const device::CollWork& work) {
+  return in.ll128Possible && llPossibleFor(in, work) && (isDataOnly(work.func) || work.op == device::RedOpKind::kSum);
+}
+
 bool ll128PossibleFor(const PlanInputs& in, const device::CollWork& work) {
-  return in.ll128Possible && llPossibleFor(in, work) &&
-         (isDataOnly(work.func) || work.op == device::RedOpKind::kSum) &&
+  return ll128KernelFor(in, work) &&
          (work.algo == device::Algo::kRing || (in.ll128Trees && work.algo == device::Algo::kTree));
 }
 
@@ -198,6 +216,7 @@ void chooseProto(const PlanInputs& in, const tuning::Choice& algoChoice, int64_t
   pin.llByDefault = in.llByDefault;
   pin.simpleUs = algoChoice.estimateUs[static_cast<int>(pin.algo)];
   pin.llUs = algoChoice.llUs[static_cast<int>(pin.algo)];
+  pin.ll128Us = algoChoice.ll128Us[static_cast<int>(pin.algo)];
   const tuning::ProtoChoice choice = tuning::chooseProtocol(pin, in.protoFilter ? *in.protoFilter : kAny);
   WEFT_INFO(log::kTuning, "%s %lld bytes, %s: protocol %s (%s)", tuning::collKindName(pin.coll),
             static_cast<long long>(totalBytes), tuning::algorithmName(pin.algo), tuning::protocolName(choice.proto),
@@ -219,19 +238,20 @@ void useLines(const PlanInputs& in, uint64_t elemSize, device::Proto proto, devi
   work->chunkElems = std::max<uint64_t>(work->alignElems, chunk / work->alignElems * work->alignElems);
 }
 
-// The model's LL estimate of `a` for the tuner's table (the Simple one
-// when the model cannot price it).
-double llUs(const PlanInputs& in, tuning::CollKind coll, tuning::Algorithm a, int64_t totalBytes, double simpleUs) {
+// The model's estimate of `a` under a line protocol for the tuner's table
+// (the Simple one when the model cannot price it).
+double lineUs(const PlanInputs& in, tuning::Protocol proto, tuning::CollKind coll, tuning::Algorithm a,
+              int64_t totalBytes, double simpleUs) {
   const tuning::TorusShape torus = in.torusAvailable ? in.torus : tuning::TorusShape{0, 0};
   const tuning::CommShape shape{in.shape.nranks, in.shape.nnodes, in.shape.ranksPerNode, torus.rows, torus.cols};
-  const tuning::AlgoEstimate e =
-      tuning::estimateCollective(coll, a, totalBytes, shape, linksOf(in, tuning::Protocol::kLL));
+  const tuning::AlgoEstimate e = tuning::estimateCollective(coll, a, totalBytes, shape, linksOf(in, proto));
   return e.applies ? e.us : simpleUs;
 }
 
 // A tuner plugin (NCCL_TUNER_PLUGIN) is offered Weft's estimates for the
-// combinations NCCL's cost table has (Ring and Tree, Simple and LL, where
-// possible and allowed) and may pick one of them and the channel count.
+// combinations NCCL's cost table has (Ring and Tree under Simple, LL and
+// LL128, where possible and allowed) and may pick one of them and the
+// channel count.
 // Every rank asks its own copy: a plugin must answer alike on every rank,
 // as under NCCL (docs/tuning.md says what happens when it does not).
 void askTuner(const PlanInputs& in, const tuning::Choice& choice, int64_t totalBytes, uint64_t elemSize,
@@ -247,7 +267,10 @@ void askTuner(const PlanInputs& in, const tuning::Choice& choice, int64_t totalB
     if (us < 0.0 || !algos.allows(coll, a)) continue;
     if (protos.allows(coll, tuning::Protocol::kSimple)) offered.offer(a, tuning::Protocol::kSimple, us);
     if (llPossibleFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL))
-      offered.offer(a, tuning::Protocol::kLL, llUs(in, coll, a, totalBytes, us));
+      offered.offer(a, tuning::Protocol::kLL, lineUs(in, tuning::Protocol::kLL, coll, a, totalBytes, us));
+    const bool ll128Runs = a == tuning::Algorithm::kRing || in.ll128Trees;
+    if (ll128Runs && ll128KernelFor(in, *work) && protos.allows(coll, tuning::Protocol::kLL128))
+      offered.offer(a, tuning::Protocol::kLL128, lineUs(in, tuning::Protocol::kLL128, coll, a, totalBytes, us));
   }
   const tuning::TunerAnswer answer = in.tuner->ask(coll, static_cast<size_t>(totalBytes), in.pipeOps, offered);
   if (answer.nChannels > 0) *nch = std::min(answer.nChannels, in.channels);
@@ -256,6 +279,7 @@ void askTuner(const PlanInputs& in, const tuning::Choice& choice, int64_t totalB
   work->proto = device::Proto::kSimple;
   work->chunkElems = simpleChunk;
   if (answer.proto == tuning::Protocol::kLL) useLines(in, elemSize, device::Proto::kLL, work);
+  if (answer.proto == tuning::Protocol::kLL128) useLines(in, elemSize, device::Proto::kLL128, work);
   WEFT_INFO(log::kTuning, "%s %lld bytes: tuner %s chose %s, %s, %d channels", tuning::collKindName(coll),
             static_cast<long long>(totalBytes), in.tuner->name().c_str(), tuning::algorithmName(answer.algo),
             tuning::protocolName(answer.proto), *nch);

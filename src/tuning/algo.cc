@@ -148,16 +148,23 @@ uint32_t possibleAlgorithms(CollKind coll, int64_t bytes, const Shape& shape, bo
 std::string describeEstimates(const Choice& choice) {
   std::string text;
   for (int a = 0; a < static_cast<int>(Algorithm::kCount); ++a) {
-    char item[64];
+    char item[96];
     const double e = choice.estimateUs[a];
     const double ll = choice.llUs[a];
-    if (e < 0)
-      snprintf(item, sizeof item, "%s%s -", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)));
-    else if (ll >= 0)
-      snprintf(item, sizeof item, "%s%s %.1f us (LL %.1f us)", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)),
-               e, ll);
-    else
-      snprintf(item, sizeof item, "%s%s %.1f us", a ? ", " : "", algorithmName(static_cast<Algorithm>(a)), e);
+    const double ll128 = choice.ll128Us[a];
+    const char* name = algorithmName(static_cast<Algorithm>(a));
+    if (e < 0) {
+      snprintf(item, sizeof item, "%s%s -", a ? ", " : "", name);
+    } else {
+      char lines[48] = "";
+      if (ll >= 0 && ll128 >= 0)
+        snprintf(lines, sizeof lines, " (LL %.1f us, LL128 %.1f us)", ll, ll128);
+      else if (ll >= 0)
+        snprintf(lines, sizeof lines, " (LL %.1f us)", ll);
+      else if (ll128 >= 0)
+        snprintf(lines, sizeof lines, " (LL128 %.1f us)", ll128);
+      snprintf(item, sizeof item, "%s%s %.1f us%s", a ? ", " : "", name, e, lines);
+    }
     text += item;
   }
   return text;
@@ -169,8 +176,12 @@ LinkFigures hostLinkFigures(bool oversubscribed) {
 
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkFigures& links,
                        const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable, bool exchangeAvailable,
-                       bool hierAvailable, TorusShape torus, const LinkFigures* llLinks) {
-  Choice choice{Algorithm::kRing, {-1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, -1, -1}, "only Ring is possible"};
+                       bool hierAvailable, TorusShape torus, const LineLinks& lines) {
+  Choice choice{Algorithm::kRing,
+                {-1, -1, -1, -1, -1, -1, -1},
+                {-1, -1, -1, -1, -1, -1, -1},
+                {-1, -1, -1, -1, -1, -1, -1},
+                "only Ring is possible"};
   double* est = choice.estimateUs;
   const uint32_t possible =
       possibleAlgorithms(coll, bytes, shape, treesAvailable, oneShotAvailable, exchangeAvailable, hierAvailable, torus);
@@ -179,9 +190,15 @@ Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const L
     if (!((possible >> a) & 1u)) continue;
     const AlgoEstimate e = estimateCollective(coll, static_cast<Algorithm>(a), bytes, model, links);
     if (e.applies) est[a] = e.us;
-    if (llLinks == nullptr || !runsLL(static_cast<Algorithm>(a))) continue;
-    const AlgoEstimate ll = estimateCollective(coll, static_cast<Algorithm>(a), bytes, model, *llLinks);
-    if (ll.applies) choice.llUs[a] = ll.us;
+    const auto algo = static_cast<Algorithm>(a);
+    if (lines.ll != nullptr && runsLL(algo)) {
+      const AlgoEstimate ll = estimateCollective(coll, algo, bytes, model, *lines.ll);
+      if (ll.applies) choice.llUs[a] = ll.us;
+    }
+    if (lines.ll128 != nullptr && (algo == Algorithm::kRing || (lines.ll128Trees && algo == Algorithm::kTree))) {
+      const AlgoEstimate ll128 = estimateCollective(coll, algo, bytes, model, *lines.ll128);
+      if (ll128.applies) choice.ll128Us[a] = ll128.us;
+    }
   }
   if (shape.nranks < 2) est[0] = 0;
   int best = -1;

@@ -80,9 +80,23 @@ struct Choice {
   Algorithm algo;
   double estimateUs[static_cast<int>(Algorithm::kCount)];  // under Simple; <0: not possible
   double llUs[static_cast<int>(Algorithm::kCount)];        // under LL; <0: not priced
+  double ll128Us[static_cast<int>(Algorithm::kCount)];     // under LL128; <0: not priced
   const char* reason;
-  // The algorithm's cheaper estimate of Simple and LL.
-  double cheapestUs(int a) const { return llUs[a] >= 0 && llUs[a] < estimateUs[a] ? llUs[a] : estimateUs[a]; }
+  // The algorithm's cheapest estimate of Simple, LL and LL128.
+  double cheapestUs(int a) const {
+    double best = estimateUs[a];
+    if (llUs[a] >= 0 && llUs[a] < best) best = llUs[a];
+    if (ll128Us[a] >= 0 && ll128Us[a] < best) best = ll128Us[a];
+    return best;
+  }
+};
+
+// Which algorithms the line protocols may be priced for: `links` null: not
+// priced at all (the protocol cannot run, or may not be chosen by the model).
+struct LineLinks {
+  const LinkFigures* ll = nullptr;     // Ring, Tree, OneShot
+  const LinkFigures* ll128 = nullptr;  // Ring, and Tree where ll128Trees
+  bool ll128Trees = false;
 };
 
 // Picks the cheapest allowed algorithm for `bytes` of `coll`. Rings are
@@ -102,15 +116,17 @@ struct Choice {
 // alone, something no measurement here backs (its three phases do not
 // overlap as the ring's steps do).
 // Every estimate is the cost model's (cost_model.h, estimateCollective) on
-// `links`: there is no second set of formulas. With `llLinks` (LL can run
-// and may be chosen), Ring, Tree and OneShot are priced under LL too and an
-// algorithm competes with the cheaper of its two protocols.
+// `links`: there is no second set of formulas. With `lines.ll` (LL can run
+// and may be chosen), Ring, Tree and OneShot are priced under LL too, with
+// `lines.ll128` Ring (and Tree with ll128Trees) under LL128, and an
+// algorithm competes with the cheapest of its protocols.
 Choice chooseAlgorithm(CollKind coll, int64_t bytes, const Shape& shape, const LinkFigures& links,
                        const AlgoFilter& filter, bool treesAvailable, bool oneShotAvailable = false,
                        bool exchangeAvailable = false, bool hierAvailable = false, TorusShape torus = {0, 0},
-                       const LinkFigures* llLinks = nullptr);
+                       const LineLinks& lines = {});
 
-// "Ring 3.1 us (LL 2.9 us), Tree -, ..." : every algorithm's estimate (- where impossible).
+// "Ring 3.1 us (LL 2.9 us, LL128 3.0 us), Tree -, ..." : every algorithm's
+// estimate (- where impossible).
 std::string describeEstimates(const Choice& choice);
 
 }  // namespace weft::tuning

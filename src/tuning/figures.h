@@ -16,7 +16,7 @@ namespace weft::tuning {
 enum class LinkType : int { kThreads = 0, kShm = 1, kNet = 2, kCount = 3 };
 
 // Protocols with figures: numbered as tuning::Protocol (proto.h).
-constexpr int kFigureProtocols = 2;  // Simple, LL
+constexpr int kFigureProtocols = 3;  // Simple, LL, LL128
 
 // Every figure, in the file's order; its key and meaning are in kFigureKeys.
 enum class Figure : int {
@@ -34,6 +34,11 @@ enum class Figure : int {
   kReduceGBs,
   kChannelUs,
   kOversubscribedFactor,
+  // Last, so that files written before LL128 had figures keep their order.
+  kThreadsLL128LatUs,
+  kThreadsLL128GBs,
+  kShmLL128LatUs,
+  kShmLL128GBs,
   kCount
 };
 constexpr int kFigureCount = static_cast<int>(Figure::kCount);
@@ -51,7 +56,7 @@ struct TuningFigures {
 
   double get(Figure f) const { return value[static_cast<int>(f)]; }
   // Latency of one hand-off and bandwidth of one flow on `link` under
-  // protocol `proto` (0 Simple, 1 LL; the network has Simple only).
+  // protocol `proto` (0 Simple, 1 LL, 2 LL128; the network has Simple only).
   double latencyUs(LinkType link, int proto) const;
   double gbs(LinkType link, int proto) const;
   // Bytes of a channel's share whose copy takes as long as the channel's

@@ -97,6 +97,18 @@ ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter) {
     if (in.bytes > limit) return {Protocol::kLL128, "NCCL_PROTO excludes Simple; LL128 above LL's size bound"};
     return {Protocol::kLL, "NCCL_PROTO excludes Simple; LL at this size"};
   }
+  // LL128 priced (the model may choose it): the cheapest of the three.
+  if (in.ll128Possible && filter.allows(in.coll, Protocol::kLL128) && in.ll128Us >= 0 && in.llByDefault &&
+      in.simpleUs >= 0) {
+    ProtoChoice best{Protocol::kSimple, "Simple is cheaper by the model"};
+    double cost = in.simpleUs;
+    if (in.llPossible && llOk && in.llUs >= 0 && in.llUs < cost) {
+      best = {Protocol::kLL, "LL is cheaper by the model"};
+      cost = in.llUs;
+    }
+    if (in.ll128Us < cost) best = {Protocol::kLL128, "LL128 is cheaper by the model"};
+    return best;
+  }
   if (!in.llPossible) {
     if (!simpleOk) return {Protocol::kSimple, "NCCL_PROTO allows nothing possible here (LL needs links within a node)"};
     return {Protocol::kSimple, "LL is not possible here"};

@@ -67,6 +67,7 @@ struct ProtoInputs {
   // priced; the byte bounds above decide instead).
   double simpleUs = -1;
   double llUs = -1;
+  double ll128Us = -1;  // priced only where the model may choose LL128
 };
 
 struct ProtoChoice {
@@ -74,12 +75,13 @@ struct ProtoChoice {
   const char* reason;
 };
 
-// LL when it is possible, allowed and cheaper by the model (or, where the
-// call was not priced, the message is small); else Simple. LL128 has no
-// figures in the model yet (measured on the host it never beats both others,
-// docs/performance.md; not yet on a GPU), so it runs only where NCCL_PROTO
-// leaves no priced protocol: LL128 alone, or LL128 and LL with Simple
-// excluded, LL128 above LL's size bound.
+// The cheapest by the model of the protocols possible and allowed (LL
+// where the call was not priced: when the message is small); else Simple.
+// LL128 is priced only where the backend picks line protocols by itself
+// (the host); its built-in figures, measured on the host, never beat both
+// others (docs/performance.md), so by default it runs only where NCCL_PROTO
+// leaves no other: LL128 alone, or LL128 and LL with Simple excluded, LL128
+// above LL's size bound. A tuning file can give it figures that win.
 ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter);
 
 }  // namespace weft::tuning

@@ -141,7 +141,9 @@ ncclResult_t initOf(const TunerSession::Library& lib, size_t nranks, size_t nnod
 }
 
 Algorithm algorithmOf(int ncclAlgo) { return ncclAlgo == kNcclAlgoTree ? Algorithm::kTree : Algorithm::kRing; }
-Protocol protocolOf(int ncclProto) { return ncclProto == kNcclProtoLL ? Protocol::kLL : Protocol::kSimple; }
+Protocol protocolOf(int ncclProto) {
+  return ncclProto == kNcclProtoLL ? Protocol::kLL : ncclProto == kNcclProtoLL128 ? Protocol::kLL128 : Protocol::kSimple;
+}
 
 // The cheapest entry Weft can run, after the plugin's edits.
 TunerAnswer cheapest(const float (&table)[kNcclNumAlgorithms][kNcclNumProtocols], const TunerCosts& offered) {
@@ -200,7 +202,10 @@ TunerCosts::TunerCosts() {
 
 void TunerCosts::offer(Algorithm algo, Protocol proto, double estimateUs) {
   const int a = algo == Algorithm::kTree ? kNcclAlgoTree : algo == Algorithm::kRing ? kNcclAlgoRing : -1;
-  const int p = proto == Protocol::kLL ? kNcclProtoLL : proto == Protocol::kSimple ? kNcclProtoSimple : -1;
+  const int p = proto == Protocol::kLL      ? kNcclProtoLL
+                : proto == Protocol::kLL128 ? kNcclProtoLL128
+                : proto == Protocol::kSimple ? kNcclProtoSimple
+                                             : -1;
   if (a < 0 || p < 0 || estimateUs < 0.0) return;
   us[a][p] = static_cast<float>(estimateUs);
 }

@@ -51,6 +51,28 @@ TEST(TuningFile, GoodFileWithCommentsAndBlankLines) {
   EXPECT_NE(describeFigures(f).find("copy.gbs 8 (default)"), std::string::npos);
 }
 
+// LL128's figures: keys of their own, read by protocol 2, and built-in
+// values that keep it behind Simple (more per hand-off, less per byte), as
+// measured on the host.
+TEST(TuningFile, LL128FiguresHaveTheirOwnKeys) {
+  const TuningFigures f = parseOk(
+      "version 1\n"
+      "threads.ll128.latency_us 0.25\n"
+      "shm.ll128.gbs 12\n");
+  EXPECT_DOUBLE_EQ(f.latencyUs(LinkType::kThreads, 2), 0.25);
+  EXPECT_DOUBLE_EQ(f.gbs(LinkType::kShm, 2), 12.0);
+  EXPECT_DOUBLE_EQ(f.gbs(LinkType::kThreads, 2), kDefaults.gbs(LinkType::kThreads, 2));
+  EXPECT_DOUBLE_EQ(f.latencyUs(LinkType::kThreads, 1), kDefaults.latencyUs(LinkType::kThreads, 1)) << "LL untouched";
+  for (const TuningFigures& d : {defaultFigures(true), defaultFigures(false)})
+    for (LinkType link : {LinkType::kThreads, LinkType::kShm}) {
+      EXPECT_GE(d.latencyUs(link, 2), d.latencyUs(link, 0));
+      EXPECT_LT(d.gbs(link, 2), d.gbs(link, 0));
+    }
+  const std::string written = formatTuningFile(f, "test");
+  EXPECT_NE(written.find("threads.ll128.latency_us 0.25"), std::string::npos) << written;
+  EXPECT_NE(written.find("shm.ll128.latency_us 0.6\n"), std::string::npos) << written;
+}
+
 TEST(TuningFile, EveryBadLineNamesTheFileTheLineAndWhatWasExpected) {
   struct Case {
     const char* text;

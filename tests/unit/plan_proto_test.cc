@@ -84,6 +84,44 @@ TEST(PlanProto, LLSumOnlyBackendKeepsOtherOpsOnSimple) {
   EXPECT_EQ(plan.channels[0][0].coll.proto, device::Proto::kSimple);
 }
 
+// LL128 in the cost model: with the built-in figures (measured on the
+// host, tuning/figures.cc) it never wins, so no size runs it unless
+// NCCL_PROTO leaves it alone; figures that make it the cheapest (a tuning
+// file measured where LL128 is fast) make the planner pick it by itself,
+// for the sum and the data-only calls, never for an op without its kernel,
+// and never on a backend that picks line protocols only on request.
+TEST(PlanProto, LL128ChosenByTheModelOnlyWhereItsFiguresWin) {
+  PlanInputs in = inputs(nullptr);
+  in.ll128Possible = true;
+  in.llSumOnly = true;
+  tuning::TuningFigures figures = tuning::defaultFigures(true);
+  in.figures = &figures;
+  for (size_t count = 2; count <= (size_t{16} << 20); count *= 8)
+    for (device::Func func : {device::Func::kAllReduce, device::Func::kAllGather, device::Func::kBroadcast})
+      EXPECT_NE(planOne(in, func, count).proto, device::Proto::kLL128)
+          << "built-in figures, func " << static_cast<int>(func) << ", " << count << " elements";
+  // LL128 as fast per hand-off as LL and as Simple per byte: it wins from
+  // where LL's bandwidth stops paying.
+  figures.value[static_cast<int>(tuning::Figure::kShmLL128LatUs)] = 0.3;
+  figures.value[static_cast<int>(tuning::Figure::kShmLL128GBs)] = 16.0;
+  figures.value[static_cast<int>(tuning::Figure::kThreadsLL128LatUs)] = 0.3;
+  figures.value[static_cast<int>(tuning::Figure::kThreadsLL128GBs)] = 16.0;
+  const device::CollWork sum = planOne(in, device::Func::kAllReduce, 1 << 16);
+  EXPECT_EQ(sum.algo, device::Algo::kRing);
+  EXPECT_EQ(sum.proto, device::Proto::kLL128);
+  EXPECT_EQ(planOne(in, device::Func::kAllGather, 1 << 16).proto, device::Proto::kLL128);
+  const Plan max = planOneTask(in, device::Func::kAllReduce, ncclFloat32, device::RedOpKind::kMax, 1 << 16);
+  EXPECT_NE(max.channels[0][0].coll.proto, device::Proto::kLL128) << "no LL128 kernel for max";
+  auto noLL128 = tuning::ProtoFilter::parse("^LL128");
+  ASSERT_TRUE(noLL128.ok());
+  PlanInputs excluded = in;
+  excluded.protoFilter = &noLL128.value();
+  EXPECT_NE(planOne(excluded, device::Func::kAllReduce, 1 << 16).proto, device::Proto::kLL128);
+  PlanInputs onRequest = in;
+  onRequest.llByDefault = false;  // the cuda backend
+  EXPECT_EQ(planOne(onRequest, device::Func::kAllReduce, 1 << 16).proto, device::Proto::kSimple);
+}
+
 // NCCL_PROTO=LL128 where it can run: rings and trees under LL128 with
 // chunks of LL128 steps (15/16 of their line bytes); one-shot, which has
 // no LL128 form, and links that may split a line keep Simple.

@@ -170,15 +170,19 @@ int main(int argc, char** argv) {
   const Case cases[] = {
       {true, 0, Figure::kThreadsSimpleLatUs, Figure::kThreadsSimpleGBs, "threads, Simple"},
       {true, 1, Figure::kThreadsLLLatUs, Figure::kThreadsLLGBs, "threads, LL"},
+      {true, 2, Figure::kThreadsLL128LatUs, Figure::kThreadsLL128GBs, "threads, LL128"},
       {false, 0, Figure::kShmSimpleLatUs, Figure::kShmSimpleGBs, "processes (shm), Simple"},
       {false, 1, Figure::kShmLLLatUs, Figure::kShmLLGBs, "processes (shm), LL"},
+      {false, 2, Figure::kShmLL128LatUs, Figure::kShmLL128GBs, "processes (shm), LL128"},
   };
+  static const char* const kProtoNames[] = {"Simple", "LL", "LL128"};
   double threadsSimpleLargeUs = 0;
   for (const Case& c : cases) {
     weft::tune::PerfRun run;
     run.threads = c.threads;
-    run.env = {{"NCCL_PROTO", c.proto ? "LL" : "Simple"}};
-    run.largeBytes = c.proto ? (64 << 10) : (4 << 20);  // LL is slow per byte: a smaller large size
+    run.env = {{"NCCL_PROTO", kProtoNames[c.proto]}};
+    // The line protocols are slow per byte: a smaller large size.
+    run.largeBytes = c.proto ? (64 << 10) : (4 << 20);
     Fit fitted;
     if (!measure(o, run, reduce, c.what, &fitted)) return 1;
     set(&f, c.lat, fitted.latencyUs);
