@@ -32,6 +32,9 @@ const char kUsage[] =
     "  -p, --parallel_init P 1: the threads of a process create their communicators concurrently\n"
     "                        (default 0: the process creates them all in one group)\n"
     "  --median              time each iteration and report the median (default: the mean, as nccl-tests)\n"
+    "  --touch               each rank reads its whole output after every call, timed with it (host buffers):\n"
+    "                        the consumer's use of the result, which a call that left it in another core's\n"
+    "                        cache (direct writes) makes slower\n"
     "  -np N                 launch N local ranks (processes; --threads for threads)\n"
     "  -t, --nthreads T      ranks (threads) per process (default 1): -np N gives N x T ranks, and so does\n"
     "                        a launcher starting N processes\n"
@@ -142,6 +145,10 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
     }
     if (a == "--csv") {
       opt->output = Output::kCsv;
+      continue;
+    }
+    if (a == "--touch") {
+      opt->touch = true;
       continue;
     }
     if (a == "--median") {

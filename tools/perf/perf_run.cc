@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -116,11 +117,40 @@ int64_t checkOnce(const Call& k, ncclResult_t* rc) {
   return wrong;
 }
 
+volatile uint64_t touchSink;  // keeps touchOutputs' reads
+
+// --touch: each rank of this thread reads its whole output (host memory),
+// as the program that asked for the result would.
+void touchOutputs(const Call& k) {
+  uint64_t sum = 0;
+  const size_t bytes = k.c.recvElems * typeSize(k.type);
+  for (const Local& l : k.ls) {
+    if (l.b->onDevice()) continue;
+    const auto* out = static_cast<const unsigned char*>(l.b->recv());  // in place too: the output is recv's
+    for (size_t i = 0; i + sizeof(uint64_t) <= bytes; i += sizeof(uint64_t)) {
+      uint64_t word;
+      std::memcpy(&word, out + i, sizeof word);
+      sum += word;
+    }
+  }
+  touchSink = sum;
+}
+
+// One timed call: the call, then the outputs' reads when --touch asks.
+ncclResult_t timedIteration(const Call& k) {
+  const ncclResult_t rc = runIteration(k);
+  if (rc == ncclSuccess && k.opt.touch) {
+    syncAll(k.ls);
+    touchOutputs(k);
+  }
+  return rc;
+}
+
 // -n iterations, with a wait after each when -z asks.
 ncclResult_t timedBatch(const Call& k) {
   ncclResult_t rc = ncclSuccess;
   for (int i = 0; i < k.opt.iters && rc == ncclSuccess; ++i) {
-    rc = runIteration(k);
+    rc = timedIteration(k);
     if (k.opt.blocking != 0) syncAll(k.ls);
   }
   return rc;
@@ -160,7 +190,7 @@ double timeIt(const Call& k, ncclResult_t* rc) {
   std::vector<double> samples;
   for (int i = 0; i < k.opt.iters && *rc == ncclSuccess; ++i) {
     const auto t0 = Clock::now();
-    *rc = runIteration(k);
+    *rc = timedIteration(k);
     syncAll(k.ls);
     samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / k.opt.aggIters);
   }
@@ -250,9 +280,10 @@ void printHeader(const Options& opt, int nranks, bool device) {
   std::printf("# weft-perf %s: %d ranks (%s), backend %s, %s\n", info.name, nranks,
               opt.np > 0 ? (opt.threads ? "threads" : "processes") : "external launcher", device ? "cuda" : "host",
               weftGetVersionString());
-  std::printf("# time per operation: %s of %d iterations of %d operation%s after %d warm-up; across ranks: %s\n#\n",
+  std::printf("# time per operation: %s of %d iterations of %d operation%s after %d warm-up; across ranks: %s%s\n#\n",
               opt.median ? "median" : "mean", opt.iters, opt.aggIters, opt.aggIters > 1 ? "s" : "", opt.warmup,
-              (const char*[]){"rank 0", "mean", "min", "max"}[opt.average]);
+              (const char*[]){"rank 0", "mean", "min", "max"}[opt.average],
+              opt.touch ? "; each rank's read of its output included (--touch)" : "");
   std::printf("# %76s %34s\n", "out-of-place", "in-place");
   std::printf("# %10s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s\n", "size", "count", "type", "redop", "root",
               "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
