@@ -22,8 +22,8 @@ double medianOf(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// GB/s of cudaMemcpyAsync device to device, counting bytes read plus written
-// once each, as busbw counts every byte a rank sends and receives.
+// GB/s of cudaMemcpyAsync device to device, the bytes copied over the time
+// (as nccl-tests' busbw, which is set against a link's one-way bandwidth).
 double copyBandwidth(size_t bytes, int iters) {
   void *a, *b;
   cudaMalloc(&a, bytes);
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   cudaDeviceProp prop;
   cudaGetDeviceProperties(&prop, 0);
-  std::printf("# %d ranks on one %s, allreduce float sum in place, median of %d (each timed to stream sync)\n", nranks,
+  std::printf("# %d ranks on one %s, allreduce float sum out of place, median of %d (each timed to stream sync)\n", nranks,
               prop.name, iters);
   std::printf("%12s %12s %12s %14s %10s\n", "bytes", "time(us)", "busbw(GB/s)", "d2d copy(GB/s)", "fraction");
   for (size_t s = 0; s < sizes.size(); ++s) {

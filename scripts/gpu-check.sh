@@ -13,7 +13,10 @@
 #   perf      weft-perf allreduce on the cuda backend: 1 rank, 4 ranks on GPU 0
 #   variants  the same at 4 ranks under each algorithm and protocol the cuda
 #             backend runs only when asked, and direct mode
-#   procs     2 processes on GPU 0, direct mode, windows against slots
+#   procs     2 processes on GPU 0, direct mode, windows against slots, and
+#             the gpu tests whose ranks are processes (GpuWindows); these and
+#             torch and nccl need MPS, which the script starts for them (in
+#             build-gpu/mps, stopped after) where nvidia-cuda-mps-control exists
 #   ranks     bench/gpu_ranks_bench: 2, 4 and 8 ranks against the device's
 #             copy bandwidth
 #   torch     scripts/torch-gpu-check.py: PyTorch's own build on Weft, 2
@@ -22,7 +25,12 @@
 #             built against Weft by hand; README, "nccl-tests"): every binary
 #             checked and run (bench/nccl-tests.sh --compare)
 #   rxe       whether the kernel has soft-RoCE (rdma_rxe), for the IB work
-# Logs and a summary go to OUT (default build-gpu/results).
+# Logs and a summary go to build-gpu/results; with OUT set (the device
+# machine's), summary.txt and one archive of the logs are copied there at exit.
+#
+# The GPU machine may lack GoogleTest: copy its sources next to the tree
+# (cp -r /usr/src/googletest gtest-src, git-ignored) and carry gtest-src
+# with the call, or name them with WEFT_GTEST_SOURCE.
 #
 # usage: [STEPS="..."] scripts/gpu-check.sh [NCCL_TESTS_BINARIES]
 set -uo pipefail
@@ -31,17 +39,44 @@ binaries=${1:-}
 steps=" ${STEPS:-build tests sanitize perf variants procs ranks torch nccl rxe} "
 has() { [[ "$steps" == *" $1 "* ]]; }
 dir=build-gpu
-out=${OUT:-$dir/results}
+out=$dir/results
 mkdir -p "$out"
 summary=$out/summary.txt
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+mps=0
+mpsOn() {  # an MPS daemon of our own for the steps whose ranks are processes sharing GPU 0
+  [ "$mps" = 1 ] && return 0
+  command -v nvidia-cuda-mps-control >/dev/null || { note "MPS: nvidia-cuda-mps-control not found"; return 1; }
+  export CUDA_MPS_PIPE_DIRECTORY=$PWD/$dir/mps/pipe CUDA_MPS_LOG_DIRECTORY=$PWD/$dir/mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d >/dev/null 2>&1 || { note "MPS: the daemon did not start"; return 1; }
+  mps=1
+  sleep 1
+}
+mpsOff() {
+  [ "$mps" = 1 ] || return 0
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  mps=0
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+finish() {
+  mpsOff
+  if [ -n "${OUT:-}" ] && [ "$(realpath -m "$OUT")" != "$(realpath -m "$out")" ]; then
+    mkdir -p "$OUT"
+    cp "$summary" "$OUT/summary.txt"
+    tar czf "$OUT/gpu-check-logs.tar.gz" -C "$dir" results 2>/dev/null
+  fi
+}
+trap finish EXIT
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 note "gpu-check $(date -u +%FT%TZ) on $(hostname), steps:${steps}: ${gpu:-no GPU listed by nvidia-smi}"
 
 if has build; then
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON >"$out/configure.log" 2>&1 ||
-    { note "configure failed"; exit 1; }
+  gtest=${WEFT_GTEST_SOURCE:-}
+  [ -z "$gtest" ] && [ -d gtest-src ] && gtest=$PWD/gtest-src
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON ${gtest:+-DWEFT_GTEST_SOURCE="$gtest"} \
+    >"$out/configure.log" 2>&1 || { note "configure failed (configure.log)"; tail -20 "$out/configure.log"; exit 1; }
   start=$(date +%s)
   targets=(weft weft-perf gpu_ranks_bench test_gpu_collectives test_gpu_algos test_gpu_api test_gpu_ordering
     test_gpu_kernels test_cuda_coop_wait test_net_gpu test_windows_gpu)
@@ -55,19 +90,20 @@ if has tests; then
     >"$out/ctest-gpu.log" 2>&1
   note "ctest -L gpu: exit $?; $(grep -E 'tests passed|tests failed' "$out/ctest-gpu.log" | tail -1)"
   note "skipped gpu tests: $(grep -c '(Skipped)' "$out/ctest-gpu.log")"
-  grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted)\)' "$out/ctest-gpu.log" | tee -a "$summary"
+  grep -E '^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Not Run|Exception|ILLEGAL|BUS|Child aborted)\)' "$out/ctest-gpu.log" | tee -a "$summary"
 fi
 
 if has sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck synccheck; do
       log="$out/sanitizer-$tool.log"
-      timeout 180 compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/bin/test_gpu_kernels" >"$log" 2>&1
+      WEFT_TIMEOUT=60 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/bin/test_gpu_kernels" \
+        >"$log" 2>&1
       note "compute-sanitizer $tool test_gpu_kernels: exit $? (124: timed out); $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
     done
     log="$out/sanitizer-memcheck-collectives.log"
-    WEFT_TIMEOUT=60 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$dir/bin/test_gpu_collectives" \
-      >"$log" 2>&1
+    WEFT_TIMEOUT=60 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$dir/bin/test_gpu_collectives" \
+      --gtest_filter='*ThreadsShareOneGpu*' >"$log" 2>&1
     note "compute-sanitizer memcheck test_gpu_collectives: exit $?; $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
   else
     note "compute-sanitizer: not found"
@@ -107,7 +143,9 @@ fi
 
 # Processes sharing GPU 0 in direct mode: buffers in windows (-R 2, written
 # through the peers' CUDA IPC mappings) against unregistered ones (slots).
-if has procs; then
+if has procs && mpsOn; then
+  (cd "$dir" && WEFT_TIMEOUT=60 ctest -L gpu -R GpuWindows --output-on-failure) >"$out/ctest-windows.log" 2>&1
+  note "ctest GpuWindows (processes, MPS): exit $?; $(grep -E 'tests passed|tests failed' "$out/ctest-windows.log" | tail -1)"
   for reg in 0 2; do
     log="$out/weft-perf-2proc-direct-R$reg.log"
     perf "$log" WEFT_DIRECT=1 -- allreduce -b 1M -e 256M -f 4 -c 1 -np 2 -R "$reg"
@@ -123,18 +161,21 @@ if has ranks; then
   done
 fi
 
-if has torch; then
+if has torch && mpsOn; then
   log="$out/torch.log"
   WEFT_TIMEOUT=60 timeout 240 python3 scripts/torch-gpu-check.py --lib "$dir/lib" >"$log" 2>&1
   note "torch-gpu-check: exit $?; $(grep -E '^(PASS|FAIL)' "$log" | tr '\n' ';')"
 fi
 
 if has nccl && [ -n "$binaries" ]; then
+  mpsOn || note "nccl-tests: the runs of several processes will be refused without MPS"
   timeout 400 bench/nccl-tests.sh "$binaries" --build-dir "$dir" --out "$out/nccl-tests" --compare \
     >"$out/nccl-tests.log" 2>&1
   note "nccl-tests: exit $?"
   tee -a "$summary" <"$out/nccl-tests/summary.txt" 2>/dev/null
 fi
+
+mpsOff
 
 if has rxe; then
   if modprobe -n rdma_rxe >/dev/null 2>&1; then

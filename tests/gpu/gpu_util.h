@@ -25,6 +25,20 @@
 
 namespace weft::test {
 
+// cudaFree waits for the whole device, so a rank thread that frees a buffer
+// between collectives waits for a peer's kernel that is waiting for this
+// thread's next launch: a deadlock. Rank threads (onRanks) therefore keep
+// their buffers until their body is over and their stream idle.
+inline thread_local std::vector<void*>* deferredFrees = nullptr;
+
+inline void freeDevice(void* ptr) {
+  if (ptr == nullptr) return;
+  if (deferredFrees != nullptr)
+    deferredFrees->push_back(ptr);
+  else
+    cudaFree(ptr);
+}
+
 // Runs body(rank, comm, stream) on n ranks as threads sharing GPU 0, each
 // with its own non-blocking stream.
 inline void onRanks(int n, const std::function<void(int, ncclComm_t, cudaStream_t)>& body) {
@@ -38,7 +52,12 @@ inline void onRanks(int n, const std::function<void(int, ncclComm_t, cudaStream_
       NCCL_OK(ncclCommInitRank(&comm, n, id, r), nullptr);
       cudaStream_t stream;
       CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      std::vector<void*> frees;
+      deferredFrees = &frees;
       body(r, comm, stream);
+      cudaStreamSynchronize(stream);
+      deferredFrees = nullptr;
+      for (void* p : frees) cudaFree(p);  // every collective of this rank is launched and done
       cudaStreamDestroy(stream);
       NCCL_OK(ncclCommDestroy(comm), nullptr);
     });
@@ -53,12 +72,15 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t count) : count_(count) {
     if (cudaMalloc(&ptr_, std::max<size_t>(count, 1) * sizeof(T)) != cudaSuccess) ptr_ = nullptr;
   }
-  ~DeviceBuffer() { cudaFree(ptr_); }
+  ~DeviceBuffer() { freeDevice(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return ptr_; }
+  // From pageable memory cudaMemcpy may return before the DMA lands; the
+  // collectives run on non-blocking streams, which do not wait for it.
   void upload(const std::vector<T>& host) {
     cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    cudaStreamSynchronize(cudaStreamLegacy);
   }
   std::vector<T> download() const {
     std::vector<T> host(count_);

@@ -43,7 +43,12 @@ void runGpuRanks(const NodeShape& shape, const std::function<void(RankContext&, 
     EXPECT_EQ(chosen, weftBackendCuda);
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    std::vector<void*> frees;  // gpu_util.h: no cudaFree between collectives
+    deferredFrees = &frees;
     body(ctx, stream);
+    cudaStreamSynchronize(stream);
+    deferredFrees = nullptr;
+    for (void* p : frees) cudaFree(p);
     cudaStreamDestroy(stream);
     if (ctx.comm) {
       EXPECT_EQ(ncclCommDestroy(ctx.comm), ncclSuccess) << ncclGetLastError(ctx.comm);
