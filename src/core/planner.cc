@@ -81,26 +81,17 @@ bool llPossibleFor(const PlanInputs& in, const device::CollWork& work);
 // LL128's conditions but the algorithm's (below).
 bool ll128KernelFor(const PlanInputs& in, const device::CollWork& work);
 
-// Whether the planner may pick LL for this call by itself: possible, on a
-// backend that picks it, and NCCL_PROTO allows both protocols.
-bool llChoosable(const PlanInputs& in, const device::CollWork& work) {
+// Whether the planner may pick a line protocol (LL or LL128) for this call
+// by itself: possible (LL128: links that keep its lines whole and a kernel
+// for the op), on a backend that picks line protocols, and NCCL_PROTO
+// allowing it and Simple. LL128's built-in figures never win (measured on
+// the host, tuning/figures.cc); a tuning file with other figures can.
+bool lineChoosable(const PlanInputs& in, const device::CollWork& work, tuning::Protocol proto) {
   static const tuning::ProtoFilter kAny;
   const tuning::ProtoFilter& f = in.protoFilter ? *in.protoFilter : kAny;
   const tuning::CollKind coll = collKind(work.func);
-  return llPossibleFor(in, work) && in.llByDefault && f.allows(coll, tuning::Protocol::kLL) &&
-         f.allows(coll, tuning::Protocol::kSimple);
-}
-
-// The same for LL128: links that keep its lines whole, a kernel for the
-// op, and NCCL_PROTO allowing LL128 and Simple. With the built-in figures
-// it never wins (measured on the host, tuning/figures.cc); a tuning file
-// with other figures can make it.
-bool ll128Choosable(const PlanInputs& in, const device::CollWork& work) {
-  static const tuning::ProtoFilter kAny;
-  const tuning::ProtoFilter& f = in.protoFilter ? *in.protoFilter : kAny;
-  const tuning::CollKind coll = collKind(work.func);
-  return ll128KernelFor(in, work) && in.llByDefault && f.allows(coll, tuning::Protocol::kLL128) &&
-         f.allows(coll, tuning::Protocol::kSimple);
+  const bool possible = proto == tuning::Protocol::kLL128 ? ll128KernelFor(in, work) : llPossibleFor(in, work);
+  return possible && in.llByDefault && f.allows(coll, proto) && f.allows(coll, tuning::Protocol::kSimple);
 }
 
 // Whether the backend may run one of `algos` (one-shot, exchanges,
@@ -154,8 +145,8 @@ tuning::Choice chooseAlgo(const PlanInputs& in, int64_t totalBytes, device::Coll
   const tuning::Choice choice = tuning::chooseAlgorithm(
       collKind(work->func), totalBytes, in.shape, simple, filter, trees, oneShot, exchange,
       hier, torus ? in.torus : tuning::TorusShape{0, 0},
-      tuning::LineLinks{llChoosable(in, *work) ? &ll : nullptr, ll128Choosable(in, *work) ? &ll128 : nullptr,
-                        in.ll128Trees});
+      tuning::LineLinks{lineChoosable(in, *work, tuning::Protocol::kLL) ? &ll : nullptr,
+                        lineChoosable(in, *work, tuning::Protocol::kLL128) ? &ll128 : nullptr, in.ll128Trees});
   if (log::enabled(log::Level::kInfo, log::kTuning))
     WEFT_INFO(log::kTuning, "%s %lld bytes: %s (%s; %s)", tuning::collKindName(collKind(work->func)),
               static_cast<long long>(totalBytes), tuning::algorithmName(choice.algo),
