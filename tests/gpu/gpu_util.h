@@ -39,6 +39,17 @@ inline void freeDevice(void* ptr) {
     cudaFree(ptr);
 }
 
+// Runs a rank thread's body with its frees deferred, then frees once the
+// rank's stream is idle (its collectives are all launched and done).
+inline void withDeferredFrees(cudaStream_t stream, const std::function<void()>& body) {
+  std::vector<void*> frees;
+  deferredFrees = &frees;
+  body();
+  cudaStreamSynchronize(stream);
+  deferredFrees = nullptr;
+  for (void* p : frees) cudaFree(p);
+}
+
 // Runs body(rank, comm, stream) on n ranks as threads sharing GPU 0, each
 // with its own non-blocking stream.
 inline void onRanks(int n, const std::function<void(int, ncclComm_t, cudaStream_t)>& body) {
@@ -52,12 +63,7 @@ inline void onRanks(int n, const std::function<void(int, ncclComm_t, cudaStream_
       NCCL_OK(ncclCommInitRank(&comm, n, id, r), nullptr);
       cudaStream_t stream;
       CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-      std::vector<void*> frees;
-      deferredFrees = &frees;
-      body(r, comm, stream);
-      cudaStreamSynchronize(stream);
-      deferredFrees = nullptr;
-      for (void* p : frees) cudaFree(p);  // every collective of this rank is launched and done
+      withDeferredFrees(stream, [&] { body(r, comm, stream); });
       cudaStreamDestroy(stream);
       NCCL_OK(ncclCommDestroy(comm), nullptr);
     });

@@ -43,12 +43,7 @@ void runGpuRanks(const NodeShape& shape, const std::function<void(RankContext&, 
     EXPECT_EQ(chosen, weftBackendCuda);
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    std::vector<void*> frees;  // gpu_util.h: no cudaFree between collectives
-    deferredFrees = &frees;
-    body(ctx, stream);
-    cudaStreamSynchronize(stream);
-    deferredFrees = nullptr;
-    for (void* p : frees) cudaFree(p);
+    withDeferredFrees(stream, [&] { body(ctx, stream); });  // no cudaFree between collectives
     cudaStreamDestroy(stream);
     if (ctx.comm) {
       EXPECT_EQ(ncclCommDestroy(ctx.comm), ncclSuccess) << ncclGetLastError(ctx.comm);

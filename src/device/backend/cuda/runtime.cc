@@ -71,16 +71,16 @@ Status setDevice(int device) {
 DeviceGuard::DeviceGuard(int device) {
   if (device < 0) return;  // host backend: no device, and no CUDA call at all
   if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (device == previous_) {  // the common case (every launch): nothing to set or restore
+    previous_ = -1;
+    return;
+  }
   // A thread with no context yet (one Weft started: a non-blocking init, a
   // group's) reports device 0 without using it; setting 0 back would make a
   // context on GPU 0 for nothing (memory, and a failure where GPU 0 is in
   // exclusive-process mode). Such a thread keeps `device`.
   if (previous_ >= 0 && !threadHasContext()) previous_ = -1;
-  if (device != previous_) {
-    cudaSetDevice(device);
-  } else {
-    previous_ = -1;
-  }
+  cudaSetDevice(device);
 }
 
 DeviceGuard::~DeviceGuard() {
@@ -123,10 +123,7 @@ Result<void*> deviceAlloc(size_t bytes) {
   return ptr;
 }
 
-void deviceFree(void* ptr) {
-  SideWork side;
-  if (ptr != nullptr) cudaFree(ptr);
-}
+void deviceFree(void* ptr) { (void)deviceFreeChecked(ptr); }
 
 Status deviceFreeChecked(void* ptr) {
   SideWork side;
