@@ -37,6 +37,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 cuda=${CUDA_HOME:-/usr/local/cuda}
+# Each run ends within this many seconds (a hang must not eat a device
+# machine's budget); Weft's own calls fail sooner under WEFT_TIMEOUT.
+runLimit=${NCCL_TESTS_RUN_LIMIT:-120}
 weftLib=$build/lib
 [ -e "$weftLib/libnccl.so.2" ] || { echo "nccl-tests.sh: no $weftLib/libnccl.so.2: build Weft first" >&2; exit 1; }
 mkdir -p "$out"
@@ -87,7 +90,8 @@ summarize() {  # name log
 runOne() {  # name lib cmd...
   local name=$1 lib=$2
   shift 2
-  LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@" >"$out/$name.log" 2>&1 || echo "$name: exit $?" | tee -a "$out/summary.txt"
+  LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout "$runLimit" "$@" >"$out/$name.log" 2>&1 ||
+    echo "$name: exit $? (124: ran past ${runLimit} s)" | tee -a "$out/summary.txt"
   summarize "$name" "$out/$name.log"
 }
 # Log names carry the binary's folder below NCCL_TESTS_BINARIES, so several
@@ -105,7 +109,7 @@ done
 # The limit for several ranks on one GPU: device-to-device copy bandwidth,
 # next to Weft's allreduce busbw (threads, one rank each; bench/gpu_ranks_bench.cc).
 for np in 2 4; do
-  "$build/bin/gpu_ranks_bench" "$np" 20 >"$out/gpu-ranks-$np.log" 2>&1 || echo "gpu_ranks_bench $np: exit $?"
+  timeout "$runLimit" "$build/bin/gpu_ranks_bench" "$np" 20 >"$out/gpu-ranks-$np.log" 2>&1 || echo "gpu_ranks_bench $np: exit $?"
   echo "gpu_ranks_bench $np ranks: $(tail -1 "$out/gpu-ranks-$np.log")" | tee -a "$out/summary.txt"
 done
 allreduce=$(grep -E '/all_reduce_perf$' <<<"$bins" | head -1 || true)
