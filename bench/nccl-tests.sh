@@ -4,6 +4,8 @@
 # it uses there, and, where a CUDA device is usable, runs them:
 #   - every *_perf binary: one rank (-g 1), all sizes 8 B .. 1 GiB, with the
 #     data check (-c 1);
+#   - every *_perf binary again at 2 and 4 ranks on GPU 0 as threads (-t N),
+#     through libweft-onegpu.so (--threads "LIST" to choose, "" for none);
 #   - every *_perf_mpi binary (an MPI build): several ranks on GPU 0 (-np 2
 #     and 4 under mpirun, NCCL_TESTS_DEVICE=0), which across processes needs
 #     MPS (docs/architecture.md);
@@ -12,7 +14,7 @@
 # With --compare, the one-rank 8 B latency and 1 GiB bandwidth are measured
 # again with the same binaries on the libnccl.so.2 that ships with CUDA.
 #
-# usage: bench/nccl-tests.sh NCCL_TESTS_BINARIES [--build-dir DIR] [--out DIR] [--compare] [--check-only]
+# usage: bench/nccl-tests.sh NCCL_TESTS_BINARIES [--build-dir DIR] [--out DIR] [--compare] [--check-only] [--threads LIST]
 # NCCL_TESTS_BINARIES is a directory holding nccl-tests binaries (searched two
 # levels deep, so a folder of several builds works). nccl-tests is not part of
 # Weft; build it yourself against Weft's install tree (README, "nccl-tests"):
@@ -27,12 +29,14 @@ build=$root/build
 out=$root/build/nccl-tests
 compare=0
 checkOnly=0
+threadRanks="2 4"
 while [ $# -gt 0 ]; do
   case $1 in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
     --out) mkdir -p "$2"; out=$(cd "$2" && pwd); shift 2 ;;
     --compare) compare=1; shift ;;
     --check-only) checkOnly=1; shift ;;
+    --threads) threadRanks=$2; shift 2 ;;
     *) echo "nccl-tests.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -99,6 +103,17 @@ runOne() {  # name lib cmd...
 tag() { local rel=${1#"$binDir"/}; echo "${rel//\//-}"; }
 for bin in $(grep -E '_perf$' <<<"$bins"); do
   runOne "weft-1rank-$(tag "$bin")" "$weftLib" "$bin" -b 8 -e 1G -f 4 -g 1 -c 1 -w 5 -n 20
+done
+# Several ranks on GPU 0 as threads of one process (-t N -g 1): nccl-tests
+# gives thread i device i, so libweft-onegpu.so (bench/onegpu_shim.c) is
+# preloaded to show the program N devices, every one of them GPU 0.
+shim=$build/lib/libweft-onegpu.so
+for np in $threadRanks; do
+  [ -e "$shim" ] || { echo "nccl-tests.sh: no $shim: thread runs skipped" | tee -a "$out/summary.txt"; break; }
+  for bin in $(grep -E '_perf$' <<<"$bins"); do
+    runOne "weft-${np}threads-gpu0-$(tag "$bin")" "$weftLib" env LD_PRELOAD="$shim" WEFT_ONEGPU_DEVICES="$np" \
+      "$bin" -b 8 -e 1G -f 4 -t "$np" -g 1 -c 1 -w 5 -n 20
+  done
 done
 for bin in $(grep -E '_perf_mpi$' <<<"$bins"); do
   for np in 2 4; do

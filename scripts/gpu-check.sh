@@ -78,7 +78,7 @@ if has build; then
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON ${gtest:+-DWEFT_GTEST_SOURCE="$gtest"} \
     >"$out/configure.log" 2>&1 || { note "configure failed (configure.log)"; tail -20 "$out/configure.log"; exit 1; }
   start=$(date +%s)
-  targets=(weft weft-perf gpu_ranks_bench test_gpu_collectives test_gpu_algos test_gpu_api test_gpu_ordering
+  targets=(weft weft-perf gpu_ranks_bench weft-onegpu test_gpu_collectives test_gpu_algos test_gpu_api test_gpu_ordering
     test_gpu_kernels test_cuda_coop_wait test_net_gpu test_windows_gpu)
   cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}" >"$out/build.log" 2>&1 ||
     { note "build failed (build.log)"; tail -20 "$out/build.log"; exit 1; }

@@ -1,0 +1,40 @@
+/* Run with bench/onegpu_shim.c preloaded and WEFT_ONEGPU_DEVICES=8 over a
+ * runtime with two devices (fake_cudart.c): the program must see 8 devices,
+ * and each device number must reach the runtime modulo 2. Exits non-zero,
+ * naming the call, on any difference. */
+#include <stdio.h>
+
+int cudaGetDeviceCount(int* count);
+int cudaSetDevice(int device);
+int cudaDeviceGetAttribute(int* value, int attr, int device);
+int cudaGetDeviceProperties(void* prop, int device);
+int fakeCurrentDevice(void);
+
+static int failures = 0;
+
+static void expect(const char* what, int got, int want) {
+  if (got != want) {
+    fprintf(stderr, "%s: got %d, expected %d\n", what, got, want);
+    failures++;
+  }
+}
+
+int main(void) {
+  int count = 0;
+  expect("cudaGetDeviceCount's result", cudaGetDeviceCount(&count), 0);
+  expect("cudaGetDeviceCount (WEFT_ONEGPU_DEVICES=8 over 2 real devices)", count, 8);
+  for (int device = 0; device < 8; device++) {
+    expect("cudaSetDevice's result", cudaSetDevice(device), 0);
+    expect("the runtime's device after cudaSetDevice", fakeCurrentDevice(), device % 2);
+    int value = -1;
+    expect("cudaDeviceGetAttribute's result", cudaDeviceGetAttribute(&value, 3, device), 0);
+    expect("cudaDeviceGetAttribute's device", value, 30 + device % 2);
+    int prop = -1;
+    expect("cudaGetDeviceProperties's result", cudaGetDeviceProperties(&prop, device), 0);
+    expect("cudaGetDeviceProperties's device", prop, 200 + device % 2);
+  }
+  /* A negative device is passed on as it is, for the runtime to refuse. */
+  expect("cudaSetDevice(-1)", cudaSetDevice(-1), 101);
+  if (failures == 0) printf("onegpu shim: 8 devices over 2, every call mapped\n");
+  return failures == 0 ? 0 : 1;
+}
