@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Takes a build made here to the GPU machine instead of building there: the
+# device machine's time is short (about 15 minutes a session, the start
+# included) and a build there costs several of them, while here it costs
+# only wall time (about an hour at -j2: the kernels dominate).
+#
+# Here:
+#   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON
+#   cmake --build build-gpu -j2 --target <the targets scripts/gpu-check.sh builds>
+#   scripts/gpu-carry.sh pack [NCCL_TESTS_BINARIES]
+# packs build-gpu (no objects or archives) into .devout/ (git-ignored), and
+# the nccl-tests binaries of that directory, if given (built by hand beside
+# the project; README, "nccl-tests"), stripped. Files over CARRY_MAX_MB
+# (default 40) are left out and named: the device call carries 64 MiB in
+# all, and a binary that links the kernels statically (test_gpu_algos) is
+# about 100 MB. Then, with the device tool, carry .devout and run
+#   scripts/gpu-carry.sh run
+# which unpacks at the path the build was made at (through a link where the
+# checkout there lies elsewhere, since CTest files name absolute paths), runs
+# scripts/gpu-check.sh's STEPS (default "tests rxe") within CHECK_LIMIT
+# seconds (default 230), then bench/nccl-tests.sh (when binaries were packed;
+# NCCL_TESTS_ARGS, default --compare) within NCCL_TESTS_LIMIT seconds
+# (default 230), and copies summary.txt and the logs to $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+carry=.devout
+mode=${1:?usage: scripts/gpu-carry.sh pack [NCCL_TESTS_BINARIES] | run}
+
+if [ "$mode" = pack ]; then
+  [ -e build-gpu/lib/libnccl.so.2 ] || { echo "gpu-carry: build build-gpu first" >&2; exit 1; }
+  mkdir -p "$carry"
+  rm -f "$carry"/build.txz "$carry"/nccl-tests.txz
+  maxMb=${CARRY_MAX_MB:-40}
+  excludes=(--exclude='*.o' --exclude='*.a' --exclude=CMakeFiles --exclude=googletest --exclude='*.cu')
+  while read -r big; do
+    echo "gpu-carry: left out $big ($(( $(stat -c %s "$big") >> 20 )) MB, over ${maxMb} MB)"
+    excludes+=(--exclude="$big")
+  done < <(find build-gpu/bin -type f -size +"${maxMb}"M)
+  tar cJf "$carry/build.txz" "${excludes[@]}" build-gpu || exit 1
+  pwd >"$carry/source-path"
+  if [ -n "${2:-}" ]; then
+    staged=$(mktemp -d)
+    mkdir "$staged/nccl-tests"
+    find "$2" -maxdepth 2 -type f \( -name '*_perf' -o -name '*_perf_mpi' \) -perm -u+x -exec cp {} "$staged/nccl-tests/" \;
+    strip "$staged/nccl-tests"/* 2>/dev/null
+    tar cJf "$carry/nccl-tests.txz" -C "$staged" nccl-tests
+    rm -rf "$staged"
+  fi
+  du -ch "$carry"/*.txz | tail -1 | sed 's/^/gpu-carry: to carry: /'
+  exit 0
+fi
+
+[ "$mode" = run ] || { echo "gpu-carry: unknown mode $mode" >&2; exit 2; }
+[ -f "$carry/build.txz" ] || { echo "gpu-carry: no $carry/build.txz: pack here first and carry $carry" >&2; exit 1; }
+source=$(cat "$carry/source-path")
+if [ "$(pwd -P)" != "$source" ]; then
+  [ -e "$source" ] && { echo "gpu-carry: $source exists there and is not this checkout" >&2; exit 1; }
+  mkdir -p "$(dirname "$source")" && ln -s "$(pwd -P)" "$source"
+fi
+cd "$source" || exit 1
+rm -rf build-gpu
+tar xJf "$carry/build.txz"
+[ -f "$carry/nccl-tests.txz" ] && tar xJf "$carry/nccl-tests.txz" -C build-gpu
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+ldd build-gpu/bin/test_gpu_collectives | grep -E 'nccl|cudart|not found'
+start=$(date +%s)
+timeout "${CHECK_LIMIT:-230}" env STEPS="${STEPS:-tests rxe}" scripts/gpu-check.sh
+echo "gpu-carry: gpu-check took $(( $(date +%s) - start )) s"
+if [ -d build-gpu/nccl-tests ]; then
+  start=$(date +%s)
+  # shellcheck disable=SC2086 # NCCL_TESTS_ARGS is a list of options
+  WEFT_TIMEOUT=60 NCCL_TESTS_RUN_LIMIT=${NCCL_TESTS_RUN_LIMIT:-45} timeout "${NCCL_TESTS_LIMIT:-230}" \
+    bench/nccl-tests.sh build-gpu/nccl-tests --build-dir build-gpu --out build-gpu/results/nccl-tests \
+    ${NCCL_TESTS_ARGS:---compare}
+  echo "gpu-carry: nccl-tests took $(( $(date +%s) - start )) s"
+fi
+if [ -n "${OUT:-}" ]; then
+  cp build-gpu/results/summary.txt "$OUT/summary.txt" 2>/dev/null
+  tar czf "$OUT/logs.tgz" -C build-gpu results
+fi
