@@ -1,6 +1,13 @@
 // Order on the cuda backend: work items of one kernel that share FIFOs,
 // calls of one communicator on different streams, and a connection made for
 // the first time while the thread captures a graph.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "gpu/gpu_util.h"
@@ -90,15 +97,35 @@ TEST(GpuOrdering, CallsOnTwoStreamsRunInCallOrder) {
   });
 }
 
+std::string readWhole(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // With three ranks a rank's ring sends only to its next rank: the send to its
 // previous one connects a new FIFO, here inside a capture. The connection's
-// set-up must neither break the capture nor be captured.
+// set-up must neither break the capture nor be captured. The INIT log shows
+// the receive from the next rank connected during the capture, not before
+// (where init connected it anyway, as a reversed ring would, the log cannot
+// tell and the test says so).
 TEST(GpuOrdering, FirstSendToAPeerInsideACapture) {
   WEFT_REQUIRE_GPU();
   constexpr int kRanks = 3;
   constexpr size_t kCount = 50021;
-  onRanks(kRanks, [](int r, ncclComm_t comm, cudaStream_t stream) {
+  const std::string logPath = "/tmp/weft-capture-connect-" + std::to_string(getpid()) + ".log";
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+  setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
+  setenv("NCCL_ALGO", "Ring", 1);  // init connects the rings' links only
+  ncclResetDebugInit();
+  onRanks(kRanks, [&logPath](int r, ncclComm_t comm, cudaStream_t stream) {
     const int prev = (r + kRanks - 1) % kRanks, next = (r + 1) % kRanks;
+    // "Channel NN : next[next] -> r[r] via ...": this rank's receive from next.
+    const std::string connected = " : " + std::to_string(next) + "[" + std::to_string(next) + "] -> " +
+                                  std::to_string(r) + "[" + std::to_string(r) + "] via";
+    const bool connectedAtInit = readWhole(logPath).find(connected) != std::string::npos;
     DeviceBuffer<float> send(kCount), recv(kCount);
     send.upload(ramp(kCount, static_cast<float>(r + 1)));
     cudaGraph_t graph;
@@ -109,6 +136,12 @@ TEST(GpuOrdering, FirstSendToAPeerInsideACapture) {
     NCCL_OK(ncclRecv(recv.get(), kCount, ncclFloat, next, comm, stream), comm);
     NCCL_OK(ncclGroupEnd(), comm);
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    if (connectedAtInit)
+      std::printf("rank %d: init already connected the receive from rank %d; not a connection inside a capture\n", r,
+                  next);
+    else
+      EXPECT_NE(readWhole(logPath).find(connected), std::string::npos)
+          << "rank " << r << ": no '" << connected << "' in the INIT log after the capture";
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     for (int replay = 0; replay < 2; ++replay) CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));
@@ -118,6 +151,9 @@ TEST(GpuOrdering, FirstSendToAPeerInsideACapture) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   });
+  for (const char* name : {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_ALGO"}) unsetenv(name);
+  ncclResetDebugInit();
+  std::remove(logPath.c_str());
 }
 
 }  // namespace

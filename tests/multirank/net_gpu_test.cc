@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -121,27 +122,43 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuAcrossNodes, ::testing::Values(NodeShape{2, 
 
 // Tree AllReduce in the kernels (forced; the cost model picks it for many
 // nodes): the up and down passes across nodes through the network FIFOs,
-// every reduction kind, sizes across tree chunks and FIFO steps.
+// every reduction kind, sizes across tree chunks and FIFO steps. The TUNING
+// log shows the tree was chosen for each size (a fallback to the ring would
+// carry the same data).
 TEST_P(GpuAcrossNodes, TreeAllReduceInTheKernels) {
   WEFT_REQUIRE_GPU();
   ScopedEnv algo("NCCL_ALGO", "allreduce:Tree");
-  runGpuRanks(GetParam(), [](RankContext& ctx, cudaStream_t stream) {
-    const int n = ctx.nranks, r = ctx.rank;
-    for (size_t count : {size_t{1}, size_t{4097}, size_t{300001}}) {
-      std::vector<int32_t> input(count);
-      for (size_t i = 0; i < count; ++i) input[i] = (r + 1) * static_cast<int>(i % 5 + 1);
-      DeviceBuffer<int32_t> send(count), sum(count), max(count);
-      send.upload(input);
-      NCCL_OK(ncclAllReduce(send.get(), sum.get(), count, ncclInt32, ncclSum, ctx.comm, stream), ctx.comm);
-      NCCL_OK(ncclAllReduce(send.get(), max.get(), count, ncclInt32, ncclMax, ctx.comm, stream), ctx.comm);
-      CUDA_OK(cudaStreamSynchronize(stream));
-      std::vector<int32_t> s = sum.download(), m = max.download();
-      for (size_t i = 0; i < count; ++i) {
-        ASSERT_EQ(s[i], n * (n + 1) / 2 * static_cast<int>(i % 5 + 1)) << "tree sum, count " << count << " at " << i;
-        ASSERT_EQ(m[i], n * static_cast<int>(i % 5 + 1)) << "tree max, count " << count << " at " << i;
+  const std::string logPath = tempPath("tree-log");
+  {
+    ScopedEnv debug("NCCL_DEBUG", "INFO");
+    ScopedEnv sub("NCCL_DEBUG_SUBSYS", "TUNING");
+    ScopedEnv file("NCCL_DEBUG_FILE", logPath.c_str());
+    ncclResetDebugInit();
+    runGpuRanks(GetParam(), [](RankContext& ctx, cudaStream_t stream) {
+      const int n = ctx.nranks, r = ctx.rank;
+      for (size_t count : {size_t{1}, size_t{4097}, size_t{300001}}) {
+        std::vector<int32_t> input(count);
+        for (size_t i = 0; i < count; ++i) input[i] = (r + 1) * static_cast<int>(i % 5 + 1);
+        DeviceBuffer<int32_t> send(count), sum(count), max(count);
+        send.upload(input);
+        NCCL_OK(ncclAllReduce(send.get(), sum.get(), count, ncclInt32, ncclSum, ctx.comm, stream), ctx.comm);
+        NCCL_OK(ncclAllReduce(send.get(), max.get(), count, ncclInt32, ncclMax, ctx.comm, stream), ctx.comm);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        std::vector<int32_t> s = sum.download(), m = max.download();
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(s[i], n * (n + 1) / 2 * static_cast<int>(i % 5 + 1)) << "tree sum, count " << count << " at " << i;
+          ASSERT_EQ(m[i], n * static_cast<int>(i % 5 + 1)) << "tree max, count " << count << " at " << i;
+        }
       }
-    }
-  });
+    });
+  }
+  ncclResetDebugInit();
+  const std::string log = slurp(logPath);
+  std::remove(logPath.c_str());
+  for (size_t count : {size_t{1}, size_t{4097}, size_t{300001}}) {
+    const std::string line = "AllReduce " + std::to_string(count * sizeof(int32_t)) + " bytes: Tree";
+    EXPECT_NE(log.find(line), std::string::npos) << "no '" << line << "' in the TUNING log:\n" << log;
+  }
 }
 
 // A rank that aborts (closing its sockets): the survivors' proxies fail, the
