@@ -15,8 +15,10 @@
 #             backend runs only when asked, and direct mode
 #   procs     2 processes on GPU 0, direct mode, windows against slots, and
 #             the gpu tests whose ranks are processes (GpuWindows); these and
-#             torch and nccl need MPS, which the script starts for them (in
-#             build-gpu/mps, stopped after) where nvidia-cuda-mps-control exists
+#             torch and nccl run under an MPS daemon the script starts (in
+#             build-gpu/mps, stopped after) where one starts and serves, else
+#             with WEFT_SHARE_GPU_WITHOUT_MPS=1 (the kernels take turns in
+#             time slices: correct, slow)
 #   ranks     bench/gpu_ranks_bench: 2, 4 and 8 ranks against the device's
 #             copy bandwidth
 #   torch     scripts/torch-gpu-check.py: PyTorch's own build on Weft, 2
@@ -45,20 +47,40 @@ summary=$out/summary.txt
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
 mps=0
-mpsOn() {  # an MPS daemon of our own for the steps whose ranks are processes sharing GPU 0
-  [ "$mps" = 1 ] && return 0
-  command -v nvidia-cuda-mps-control >/dev/null || { note "MPS: nvidia-cuda-mps-control not found"; return 1; }
+# Processes sharing GPU 0 (the steps procs, torch, nccl): under an MPS
+# daemon of our own where one starts and serves a client (a one-rank cuda
+# call is the probe), else taking turns in time slices
+# (WEFT_SHARE_GPU_WITHOUT_MPS=1: correct, slow). Always succeeds.
+mpsOn() {
+  [ "$mps" != 0 ] && return 0
+  export WEFT_SHARE_GPU_WITHOUT_MPS=1
+  mps=2
+  if ! command -v nvidia-cuda-mps-control >/dev/null; then
+    note "MPS: nvidia-cuda-mps-control not found; processes sharing GPU 0 take turns in time slices"
+    return 0
+  fi
   export CUDA_MPS_PIPE_DIRECTORY=$PWD/$dir/mps/pipe CUDA_MPS_LOG_DIRECTORY=$PWD/$dir/mps/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d >/dev/null 2>&1 || { note "MPS: the daemon did not start"; return 1; }
-  mps=1
-  sleep 1
+  if nvidia-cuda-mps-control -d >/dev/null 2>&1; then
+    sleep 1
+    if WEFT_BACKEND=cuda WEFT_TIMEOUT=20 timeout 30 "$dir/bin/weft-perf" allreduce -b 8 -e 8 -np 1 -n 1 -w 0 \
+      >"$out/mps-probe.log" 2>&1; then
+      mps=1
+      note "MPS: daemon started in $dir/mps and serving"
+      return 0
+    fi
+    note "MPS: the daemon started but a client failed (mps-probe.log); processes sharing GPU 0 take turns in time slices"
+    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  else
+    note "MPS: the daemon did not start; processes sharing GPU 0 take turns in time slices"
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  return 0
 }
 mpsOff() {
-  [ "$mps" = 1 ] || return 0
-  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
   mps=0
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY WEFT_SHARE_GPU_WITHOUT_MPS
 }
 finish() {
   mpsOff
@@ -168,7 +190,7 @@ if has torch && mpsOn; then
 fi
 
 if has nccl && [ -n "$binaries" ]; then
-  mpsOn || note "nccl-tests: the runs of several processes will be refused without MPS"
+  mpsOn
   timeout 400 bench/nccl-tests.sh "$binaries" --build-dir "$dir" --out "$out/nccl-tests" --compare \
     >"$out/nccl-tests.log" 2>&1
   note "nccl-tests: exit $?"

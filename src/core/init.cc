@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <cstring>
 
 #include "common/hash.h"
@@ -114,28 +115,6 @@ Status exchangePeers(Comm* comm) {
   return okStatus();
 }
 
-// Every rank must run the same backend, and GPUs shared by several
-// processes need MPS for their kernels to run at the same time.
-Status checkBackends(const Comm& comm) {
-  const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
-  for (const PeerInfo& p : comm.peers) {
-    if (p.backend != me.backend)
-      return errorStatus(ncclInvalidUsage,
-                         "rank %d runs the %s backend but rank %d (host %s) the %s backend; set "
-                         "WEFT_BACKEND the same on every rank",
-                         comm.rank, me.backend == weftBackendCuda ? "cuda" : "host", p.rank, p.hostname,
-                         p.backend == weftBackendCuda ? "cuda" : "host");
-    const bool sharedGpu = me.backend == weftBackendCuda && p.hostHash == me.hostHash &&
-                           p.processHash != me.processHash && std::strcmp(p.busId, me.busId) == 0;
-    if (sharedGpu && !cuda::mpsEnabled(comm.cudaDev))
-      return errorStatus(ncclInvalidUsage,
-                         "rank %d (pid %d) and rank %d (pid %d) use GPU %s from different processes; their kernels "
-                         "wait on each other and can only run together under MPS (start nvidia-cuda-mps-control -d), "
-                         "or run these ranks as threads of one process",
-                         comm.rank, me.pid, p.rank, p.pid, me.busId);
-  }
-  return okStatus();
-}
 
 // The peers that are processes of this host (and pid namespace): waits on
 // them notice their exit by pid, the bootstrap's (connection set-up) too.
@@ -180,6 +159,36 @@ void setupWaiting(Comm* comm) {
 }
 
 }  // namespace
+
+Status checkBackends(const Comm& comm) {
+  const PeerInfo& me = comm.peers[static_cast<size_t>(comm.rank)];
+  for (const PeerInfo& p : comm.peers) {
+    if (p.backend != me.backend)
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d runs the %s backend but rank %d (host %s) the %s backend; set "
+                         "WEFT_BACKEND the same on every rank",
+                         comm.rank, me.backend == weftBackendCuda ? "cuda" : "host", p.rank, p.hostname,
+                         p.backend == weftBackendCuda ? "cuda" : "host");
+    const bool sharedGpu = me.backend == weftBackendCuda && p.hostHash == me.hostHash &&
+                           p.processHash != me.processHash && std::strcmp(p.busId, me.busId) == 0;
+    if (!sharedGpu || cuda::mpsEnabled(comm.cudaDev)) continue;
+    if (param::shareGpuWithoutMps() != 1)
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d (pid %d) and rank %d (pid %d) use GPU %s from different processes; their kernels "
+                         "wait on each other and can only run together under MPS (start nvidia-cuda-mps-control -d), "
+                         "or run these ranks as threads of one process (WEFT_SHARE_GPU_WITHOUT_MPS=1 lets them take "
+                         "turns in time slices instead: correct but slow)",
+                         comm.rank, me.pid, p.rank, p.pid, me.busId);
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      WEFT_WARN("rank %d (pid %d) and rank %d (pid %d) share GPU %s from different processes without MPS "
+                "(WEFT_SHARE_GPU_WITHOUT_MPS=1): their kernels take turns in time slices, and a hand-off between "
+                "them may wait a slice (milliseconds)",
+                comm.rank, me.pid, p.rank, p.pid, me.busId);
+    });
+  }
+  return okStatus();
+}
 
 Status setupComm(Comm* comm) {
   log::ScopedRank scoped(comm->rank);

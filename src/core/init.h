@@ -13,6 +13,11 @@ struct Comm;
 // Joins the bootstrap described by `id`, then sets up the communicator.
 Status initComm(Comm* comm, const UniqueIdContents& id);
 
+// Every rank runs the same backend, and ranks that are processes sharing a
+// GPU run under MPS (or WEFT_SHARE_GPU_WITHOUT_MPS=1 lets them take turns).
+// comm.peers must be filled in.
+Status checkBackends(const Comm& comm);
+
 // Everything after the bootstrap exists: peers, channels, connections.
 Status setupComm(Comm* comm);
 

@@ -33,17 +33,22 @@ uint64_t mappedCalls(ncclComm_t comm) {
   return std::stoull(s.substr(start + 1, at - start - 1));
 }
 
-// Whether an MPS control daemon runs (its pipe exists): ranks of several
-// processes on one GPU need it (Weft refuses them otherwise). Asked without
-// CUDA: the parent must not make a context before it forks the ranks.
+// Whether an MPS control daemon runs (its pipe exists), or the ranks may
+// take turns without it (WEFT_SHARE_GPU_WITHOUT_MPS=1, time slices): ranks of
+// several processes on one GPU need one or the other (Weft refuses them
+// otherwise). Asked without CUDA: the parent must not make a context before
+// it forks the ranks.
 bool mpsRunning() {
+  const char* share = std::getenv("WEFT_SHARE_GPU_WITHOUT_MPS");
+  if (share != nullptr && std::string(share) == "1") return true;
   const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   return access((std::string(dir != nullptr ? dir : "/tmp/nvidia-mps") + "/control").c_str(), F_OK) == 0;
 }
 
 TEST(GpuWindows, ProcessesWriteIntoThePeersWindows) {
   if (access("/dev/nvidiactl", F_OK) != 0) GTEST_SKIP() << "no NVIDIA device here";
-  if (!mpsRunning()) GTEST_SKIP() << "processes sharing GPU 0 need MPS (nvidia-cuda-mps-control -d)";
+  if (!mpsRunning())
+    GTEST_SKIP() << "processes sharing GPU 0 need MPS (nvidia-cuda-mps-control -d) or WEFT_SHARE_GPU_WITHOUT_MPS=1";
   ScopedEnv backend("WEFT_BACKEND", "cuda");
   ScopedEnv direct("WEFT_DIRECT", "1");
   ScopedEnv algo("NCCL_ALGO", "Ring");
