@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cstring>
+#include <mutex>
 
 #include "common/hash.h"
 #include "common/log.h"
@@ -115,7 +115,6 @@ Status exchangePeers(Comm* comm) {
   return okStatus();
 }
 
-
 // The peers that are processes of this host (and pid namespace): waits on
 // them notice their exit by pid, the bootstrap's (connection set-up) too.
 void watchLocalProcesses(Comm* comm) {
@@ -181,10 +180,11 @@ Status checkBackends(const Comm& comm) {
                          comm.rank, me.pid, p.rank, p.pid, me.busId);
     static std::once_flag warned;
     std::call_once(warned, [&] {
-      WEFT_WARN("rank %d (pid %d) and rank %d (pid %d) share GPU %s from different processes without MPS "
-                "(WEFT_SHARE_GPU_WITHOUT_MPS=1): their kernels take turns in time slices, and a hand-off between "
-                "them may wait a slice (milliseconds)",
-                comm.rank, me.pid, p.rank, p.pid, me.busId);
+      WEFT_WARN(
+          "rank %d (pid %d) and rank %d (pid %d) share GPU %s from different processes without MPS "
+          "(WEFT_SHARE_GPU_WITHOUT_MPS=1): their kernels take turns in time slices, and a hand-off between "
+          "them may wait a slice (milliseconds)",
+          comm.rank, me.pid, p.rank, p.pid, me.busId);
     });
   }
   return okStatus();
