@@ -38,7 +38,7 @@ uint64_t mappedCalls(ncclComm_t comm) {
 // several processes on one GPU need one or the other (Weft refuses them
 // otherwise). Asked without CUDA: the parent must not make a context before
 // it forks the ranks.
-bool mpsRunning() {
+bool processesMayShareGpu() {
   const char* share = std::getenv("WEFT_SHARE_GPU_WITHOUT_MPS");
   if (share != nullptr && std::string(share) == "1") return true;
   const char* dir = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
@@ -47,7 +47,7 @@ bool mpsRunning() {
 
 TEST(GpuWindows, ProcessesWriteIntoThePeersWindows) {
   if (access("/dev/nvidiactl", F_OK) != 0) GTEST_SKIP() << "no NVIDIA device here";
-  if (!mpsRunning())
+  if (!processesMayShareGpu())
     GTEST_SKIP() << "processes sharing GPU 0 need MPS (nvidia-cuda-mps-control -d) or WEFT_SHARE_GPU_WITHOUT_MPS=1";
   ScopedEnv backend("WEFT_BACKEND", "cuda");
   ScopedEnv direct("WEFT_DIRECT", "1");
