@@ -8,7 +8,7 @@
 #     through libweft-onegpu.so (--threads "LIST" to choose, "" for none);
 #   - every *_perf_mpi binary (an MPI build): several ranks on GPU 0 (-np 2
 #     and 4 under mpirun, NCCL_TESTS_DEVICE=0), which across processes needs
-#     MPS (docs/architecture.md);
+#     MPS or WEFT_SHARE_GPU_WITHOUT_MPS=1 (docs/architecture.md);
 #   - bench/gpu_ranks_bench: 2 and 4 ranks (threads) on GPU 0, allreduce busbw
 #     next to the device-to-device copy bandwidth (the limit).
 # With --compare, the one-rank 8 B latency and 1 GiB bandwidth are measured
