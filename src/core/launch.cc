@@ -87,7 +87,11 @@ Status planLaunch(Comm* comm) {
   }
   comm->planReusable = false;
   WEFT_RETURN_IF_ERROR(planTasks(in, comm->collTasks, comm->p2pTasks, &comm->plan));
-  if (single) {
+  // Only buffers in work items are patched: a plan of self copies (one
+  // rank), or of nothing (one rank, in place), is made again each call.
+  const bool hasItems = std::any_of(comm->plan.channels.begin(), comm->plan.channels.end(),
+                                    [](const std::vector<device::WorkItem>& items) { return !items.empty(); });
+  if (single && hasItems && comm->plan.selfCopies.empty()) {
     comm->plannedTask = comm->collTasks[0];
     comm->planReusable = true;
   }

@@ -35,6 +35,21 @@ TEST_P(TypesAndOps, EveryCollectiveOpAndPlacement) {
   runCases(mode, 3, cases);
 }
 
+// One rank: every collective whose result is its input is a copy (planner
+// self copies), a pre-multiplication a kernel; the same shape called again
+// in the other placement must not reuse the first call's plan.
+TEST(OneRank, EveryCollectiveOpAndPlacementTwice) {
+  std::vector<CollCase> cases;
+  for (int round = 0; round < 2; ++round)
+    for (CollOp coll : kAllColls)
+      for (TestOp op : kAllOps) {
+        if (!isReducing(coll) && op != TestOp::kSum) continue;
+        for (int inPlace = 0; inPlace < (hasInPlace(coll) ? 2 : 1); ++inPlace)
+          cases.push_back({coll, ncclFloat32, op, 1001, 0, inPlace == 1});
+      }
+  runCases(RankMode::kThreads, 1, cases);
+}
+
 const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
                                     ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
                                     ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
