@@ -6,6 +6,8 @@
 #include "core/direct_peers.h"
 #include "core/host_executor.h"
 #include "device/oneshot.h"
+#include "transport/connection.h"
+#include "transport/net/net_link.h"
 
 namespace weft::core {
 
@@ -15,6 +17,15 @@ Comm::~Comm() {
   if (initThread.joinable()) initThread.join();
   executor.reset();  // joins workers before connections go away
   proxy.reset();     // and the proxy, which drives the net connections
+  // Peers across the network learn at once that this rank is gone (their
+  // proxies fail on the closed connections and stop their kernels): before
+  // any CUDA memory is freed, since cudaFree waits for every kernel on the
+  // device, and a kernel of another rank on this GPU may be waiting, through
+  // a peer, on this rank's links (ranks as threads across virtual nodes).
+  for (Channel& channel : channels)
+    for (auto* conns : {&channel.send, &channel.recv})
+      for (const std::unique_ptr<transport::Connection>& conn : *conns)
+        if (conn && conn->netLink != nullptr) conn->netLink->closeNetwork();
   unregisterComm(this);
 }
 
@@ -65,13 +76,13 @@ device::ChannelView Channel::buildView(int rank) const {
 void Channel::buildHierView(int rank) const {
   const HierPlan::Place p = hierPlan->placeOf(rank);
   algos_.hier = device::HierView{static_cast<int32_t>(hierPlan->nodes.size()),
-                                     static_cast<int32_t>(hierPlan->nodes[0].size()),
-                                     p.node,
-                                     p.local,
-                                     &recv[static_cast<size_t>(p.intraPrev)]->end,
-                                     &send[static_cast<size_t>(p.intraNext)]->end,
-                                     &recv[static_cast<size_t>(p.interPrev)]->end,
-                                     &send[static_cast<size_t>(p.interNext)]->end};
+                                 static_cast<int32_t>(hierPlan->nodes[0].size()),
+                                 p.node,
+                                 p.local,
+                                 &recv[static_cast<size_t>(p.intraPrev)]->end,
+                                 &send[static_cast<size_t>(p.intraNext)]->end,
+                                 &recv[static_cast<size_t>(p.interPrev)]->end,
+                                 &send[static_cast<size_t>(p.interNext)]->end};
 }
 
 // A ring of one rank (a one-row or one-column grid) has no FIFOs.
@@ -82,13 +93,13 @@ void Channel::buildTorusView(int rank) const {
   auto recvEnd = [&](int peer) { return peer == rank ? nullptr : &recv[static_cast<size_t>(peer)]->end; };
   auto sendEnd = [&](int peer) { return peer == rank ? nullptr : &send[static_cast<size_t>(peer)]->end; };
   algos_.torus = device::HierView{rows,
-                                      cols,
-                                      p.node,
-                                      p.local,
-                                      recvEnd(p.intraPrev),
-                                      sendEnd(p.intraNext),
-                                      recvEnd(p.interPrev),
-                                      sendEnd(p.interNext)};
+                                  cols,
+                                  p.node,
+                                  p.local,
+                                  recvEnd(p.intraPrev),
+                                  sendEnd(p.intraNext),
+                                  recvEnd(p.interPrev),
+                                  sendEnd(p.interNext)};
 }
 
 // Per slot the FIFOs to the partner (or the relay between us), and the

@@ -68,14 +68,19 @@ TEST(GpuGraph, CapturedAllReduceReplays) {
   WEFT_REQUIRE_GPU();
   constexpr int kRanks = 2;
   constexpr size_t kCount = 1 << 16;
-  onRanks(kRanks, [](int r, ncclComm_t comm, cudaStream_t stream) {
+  RankBarrier barrier(kRanks);
+  onRanks(kRanks, [&barrier](int r, ncclComm_t comm, cudaStream_t stream) {
     DeviceBuffer<float> buf(kCount);
     buf.upload(std::vector<float>(kCount, 1.0f));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    barrier.arriveAndWait();  // no rank's upload during another's capture
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    NCCL_OK(ncclAllReduce(buf.get(), buf.get(), kCount, ncclFloat, ncclSum, comm, stream), comm);
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    const ncclResult_t rc = ncclAllReduce(buf.get(), buf.get(), kCount, ncclFloat, ncclSum, comm, stream);
+    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+    barrier.arriveAndWait();  // and no replay or read-back during another's capture
+    NCCL_OK(rc, comm);
+    CUDA_OK(ended);
     CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     for (int replay = 0; replay < 3; ++replay) CUDA_OK(cudaGraphLaunch(exec, stream));
     CUDA_OK(cudaStreamSynchronize(stream));

@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -70,6 +72,35 @@ inline void onRanks(int n, const std::function<void(int, ncclComm_t, cudaStream_
   }
   for (auto& t : threads) t.join();
 }
+
+// Rank threads meet here (C++17 has no std::barrier). Captures need it: a
+// synchronous call on the legacy stream (cudaMemcpy, as DeviceBuffer's) from
+// one rank thread while another captures a graph on the same GPU may
+// invalidate that capture, whatever its capture mode; so every rank finishes
+// its set-up before any begins capturing, and ends capturing before any
+// replays, synchronizes or reads back.
+class RankBarrier {
+ public:
+  explicit RankBarrier(int n) : n_(n) {}
+  void arriveAndWait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int n_;
+  int arrived_ = 0;
+  int generation_ = 0;
+};
 
 // A device buffer of T freed on scope exit.
 template <typename T>

@@ -38,6 +38,7 @@ TEST(GpuReduceCopy, MatchesScalarReferenceAtEveryAlignment) {
     for (int offset = 0; offset < 4; ++offset) {
       cudaMemset(x, 0, (kMax + 8) * sizeof(float));
       sumTwoIntoTwo<<<1, 256>>>(a + offset, b + offset, x + offset, y + offset, n);
+      ASSERT_EQ(cudaGetLastError(), cudaSuccess) << "launch";
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<float> hx(kMax + 8), hy(kMax + 8);
       cudaMemcpy(hx.data(), x, hx.size() * sizeof(float), cudaMemcpyDeviceToHost);
@@ -52,8 +53,12 @@ TEST(GpuReduceCopy, MatchesScalarReferenceAtEveryAlignment) {
   cudaFree(a), cudaFree(b), cudaFree(x), cudaFree(y);
 }
 
-// Block b plays rank b of a ring of gridDim.x ranks.
-__global__ void ringKernel(const ChannelView* views, const CollWork* works) {
+// Block b plays rank b of a ring of gridDim.x ranks. Bounded like the
+// library's kernels: unbounded, ptxas gives it 255 registers, and a launch
+// of 512 threads then fails for want of registers (the first GPU run saw the
+// launch fail unchecked, and the buffers unchanged).
+constexpr int kRingThreads = 512;
+__global__ void __launch_bounds__(kRingThreads) ringKernel(const ChannelView* views, const CollWork* works) {
   __shared__ int scratch[2];
   CudaCoop coop(nullptr, scratch);
   runReducing<float>(coop, views[blockIdx.x], works[blockIdx.x]);
@@ -122,7 +127,8 @@ TEST(GpuPrimitives, RingAllReduceAcrossBlocksOfOneKernel) {
   cudaMalloc(&dWorks, sizeof(CollWork) * kRanks);
   cudaMemcpy(dViews, views.data(), sizeof(ChannelView) * kRanks, cudaMemcpyHostToDevice);
   cudaMemcpy(dWorks, works.data(), sizeof(CollWork) * kRanks, cudaMemcpyHostToDevice);
-  ringKernel<<<kRanks, 512>>>(dViews, dWorks);
+  ringKernel<<<kRanks, kRingThreads>>>(dViews, dWorks);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess) << "launch";
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaMemcpy(host.data(), data, host.size() * sizeof(float), cudaMemcpyDeviceToHost);
   for (int r = 0; r < kRanks; ++r)

@@ -120,7 +120,8 @@ TEST(GpuOrdering, FirstSendToAPeerInsideACapture) {
   setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
   setenv("NCCL_DEBUG_FILE", logPath.c_str(), 1);
   ncclResetDebugInit();
-  onRanks(kRanks, [&logPath](int r, ncclComm_t comm, cudaStream_t stream) {
+  RankBarrier barrier(kRanks);
+  onRanks(kRanks, [&logPath, &barrier](int r, ncclComm_t comm, cudaStream_t stream) {
     const int prev = (r + kRanks - 1) % kRanks, next = (r + 1) % kRanks;
     // "Channel NN : next[next] -> r[r] via ...": this rank's receive from next.
     const std::string connected = " : " + std::to_string(next) + "[" + std::to_string(next) + "] -> " +
@@ -130,12 +131,17 @@ TEST(GpuOrdering, FirstSendToAPeerInsideACapture) {
     send.upload(ramp(kCount, static_cast<float>(r + 1)));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    barrier.arriveAndWait();  // no rank's upload during another's capture (RankBarrier)
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    NCCL_OK(ncclGroupStart(), comm);
-    NCCL_OK(ncclSend(send.get(), kCount, ncclFloat, prev, comm, stream), comm);
-    NCCL_OK(ncclRecv(recv.get(), kCount, ncclFloat, next, comm, stream), comm);
-    NCCL_OK(ncclGroupEnd(), comm);
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    ncclResult_t rc = ncclGroupStart();
+    if (rc == ncclSuccess) rc = ncclSend(send.get(), kCount, ncclFloat, prev, comm, stream);
+    if (rc == ncclSuccess) rc = ncclRecv(recv.get(), kCount, ncclFloat, next, comm, stream);
+    const ncclResult_t ended = ncclGroupEnd();
+    if (rc == ncclSuccess) rc = ended;
+    const cudaError_t captured = cudaStreamEndCapture(stream, &graph);
+    barrier.arriveAndWait();  // and no replay or read-back during another's capture
+    NCCL_OK(rc, comm);
+    CUDA_OK(captured);
     if (connectedAtInit)
       std::printf("rank %d: init already connected the receive from rank %d; not a connection inside a capture\n", r,
                   next);

@@ -140,5 +140,32 @@ TEST(AcrossHostsFailures, PeerAbortClosingItsSocketsFailsTheOthers) {
   });
 }
 
+// The GPU test's case on the host backend: ranks as threads of one process
+// on virtual nodes (every link through the network), and a rank that
+// finalizes, then aborts. A finalized rank sends no failure notice (its
+// peers may be shutting down too), so only its sockets closing can tell the
+// others; they must fail in bounded time naming a peer, not at WEFT_TIMEOUT.
+TEST(AcrossHostsFailures, FinalizedThreadRankThatAbortsFailsTheOthers) {
+  ScopedEnv nodes("WEFT_RANKS_PER_NODE", "1");
+  ScopedEnv timeout("WEFT_TIMEOUT", "60");
+  runRanksRaw(RankMode::kThreads, 3, [](int rank, int n, const ncclUniqueId& id) {
+    RankContext ctx{rank, n, nullptr};
+    ASSERT_EQ(ncclCommInitRank(&ctx.comm, n, id, rank), ncclSuccess) << ncclGetLastError(nullptr);
+    std::vector<float> big(1 << 20, 1.0f);
+    ASSERT_EQ(ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr), ncclSuccess);
+    if (ctx.rank == 1) {
+      EXPECT_EQ(ncclCommFinalize(ctx.comm), ncclSuccess) << ncclGetLastError(ctx.comm);
+      EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+      return;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ncclResult_t rc = ncclSuccess;
+    for (int i = 0; i < 50 && rc == ncclSuccess; ++i)
+      rc = ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr);
+    expectNamedNetworkFailure(ctx, rc, secondsSince(t0));
+    EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+  });
+}
+
 }  // namespace
 }  // namespace weft::test

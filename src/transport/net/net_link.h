@@ -63,8 +63,13 @@ void attachNetFifo(const NetFifoMemory& memory, int64_t stepBytes, int peer, dev
 
 struct NetLink {
   NetLink() = default;
-  ~NetLink();  // closes the network comms
+  ~NetLink() { closeNetwork(); }
   NetLink(const NetLink&) = delete;
+  // Closes the network comms (the peer sees the connection end) and keeps
+  // the FIFO memory. Teardown does this first for every link: freeing CUDA
+  // memory waits for the whole device, where another rank's kernel may be
+  // waiting on this very link until its peer notices the close.
+  void closeNetwork();
   NetLink& operator=(const NetLink&) = delete;
 
   bool isSend = false;

@@ -22,11 +22,12 @@
 
 namespace weft::transport {
 
-NetLink::~NetLink() {
+void NetLink::closeNetwork() {
   if (net == nullptr) return;
   if (comm && mhandle) (void)net->api->deregMr(comm, mhandle);
   if (comm) (void)(isSend ? net->api->closeSend(comm) : net->api->closeRecv(comm));
   if (listenComm) (void)net->api->closeListen(listenComm);
+  comm = mhandle = listenComm = nullptr;
 }
 
 namespace {

@@ -47,9 +47,10 @@ int deviceCount() {
       // broken installation) would quietly run every GPU program on the host
       // backend: say why.
       if (err != cudaErrorNoDevice && driverInstalled())
-        WEFT_WARN("CUDA reports no usable device: cudaGetDeviceCount failed with %s (%s); communicators use the "
-                  "host backend",
-                  cudaGetErrorName(err), cudaGetErrorString(err));
+        WEFT_WARN(
+            "CUDA reports no usable device: cudaGetDeviceCount failed with %s (%s); communicators use the "
+            "host backend",
+            cudaGetErrorName(err), cudaGetErrorString(err));
       return 0;
     }
     return n;
@@ -90,12 +91,15 @@ DeviceGuard::~DeviceGuard() {
 namespace {
 
 // Set-up work (connections made at the first send to a new peer, mirrors of
-// FIFO ends) runs beside the user's work, never behind it: on the calling
-// thread's own stream, which waits for no stream but the legacy default one,
-// and in relaxed capture mode. On the legacy stream, a synchronous copy would
-// wait for a kernel of another rank on this GPU spinning on a blocking stream
-// for this very rank (a deadlock), and inside a thread capturing a graph
-// cudaMalloc and legacy-stream work would break the capture.
+// FIFO ends) runs beside the user's work, never behind it, and in relaxed
+// capture mode: inside a thread capturing a graph, cudaMalloc would otherwise
+// break the capture. Its copies and fills go on a stream of its own, made
+// non-blocking for the occasion (SideStream): the legacy default stream, or
+// a thread's per-thread default stream (which waits for the legacy one),
+// would wait for work on the user's blocking streams. That is a deadlock
+// when the work is a kernel of another rank on this GPU spinning for this
+// very rank, and a broken capture (cudaErrorStreamCaptureImplicit) when one
+// of those streams is capturing a graph.
 class SideWork {
  public:
   SideWork() { cudaThreadExchangeStreamCaptureMode(&mode_); }
@@ -107,17 +111,38 @@ class SideWork {
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
+// A non-blocking stream for one piece of side work, on the current device:
+// made and destroyed around it (set-up is rare; a stream kept per thread
+// would outlive threads that never come back).
+class SideStream {
+ public:
+  SideStream() { err_ = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking); }
+  ~SideStream() {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  cudaError_t error() const { return err_; }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaError_t err_ = cudaSuccess;
+};
+
 }  // namespace
 
 Result<void*> deviceAlloc(size_t bytes) {
   SideWork side;
   void* ptr = nullptr;
   WEFT_CUDA_RETURN(cudaMalloc(&ptr, bytes));
-  cudaError_t err = cudaMemsetAsync(ptr, 0, bytes, cudaStreamPerThread);
-  if (err == cudaSuccess) err = cudaStreamSynchronize(cudaStreamPerThread);
+  const SideStream stream;
+  cudaError_t err = stream.error();
+  if (err == cudaSuccess) err = cudaMemsetAsync(ptr, 0, bytes, stream.get());
+  if (err == cudaSuccess) err = cudaStreamSynchronize(stream.get());
   if (err != cudaSuccess) {
     cudaFree(ptr);
-    return errorFromCode(err, "cudaMemsetAsync");
+    return errorFromCode(err, "zero-filling new device memory on a side stream");
   }
   WEFT_INFO(log::kAlloc, "cudaMalloc Size %zu pointer %p", bytes, ptr);
   return ptr;
@@ -169,8 +194,10 @@ void hostUnregister(void* host) {
 
 Status copyToDevice(void* dst, const void* src, size_t bytes) {
   SideWork side;
-  WEFT_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, cudaStreamPerThread));
-  WEFT_CUDA_RETURN(cudaStreamSynchronize(cudaStreamPerThread));
+  const SideStream stream;
+  WEFT_CUDA_RETURN(stream.error());
+  WEFT_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream.get()));
+  WEFT_CUDA_RETURN(cudaStreamSynchronize(stream.get()));
   return okStatus();
 }
 
