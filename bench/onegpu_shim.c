@@ -10,6 +10,13 @@
  * modulo the real count. Weft links its CUDA runtime statically, so none of
  * its own calls pass through here: it sees the device the program's thread
  * made current, which is what a rank on a shared GPU must see.
+ * cudaDeviceSynchronize becomes cudaStreamSynchronize of the legacy default
+ * stream: a program written for a GPU per rank waits for its whole device
+ * (nccl-tests does, around its data checks), and on a shared GPU that is
+ * every rank's kernels, one of which may be waiting for this very thread's
+ * next launch: a deadlock until the timeout. The legacy stream holds the
+ * program's own set-up and check kernels, and the ranks' collectives run on
+ * non-blocking streams, which it does not wait for.
  * A benchmark tool, never part of the library. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +27,7 @@ typedef int (*CountFn)(int*);
 typedef int (*SetFn)(int);
 typedef int (*PropFn)(void*, int);
 typedef int (*AttrFn)(int*, int, int);
+typedef int (*StreamSyncFn)(void*);
 
 static void* nextSymbol(const char* name) {
   void* fn = dlsym(RTLD_NEXT, name);
@@ -87,4 +95,9 @@ int cudaDeviceGetAttribute(int* value, int attr, int device) {
   int mapped = 0;
   int err = mapDevice(device, &mapped);
   return err != 0 ? err : ((AttrFn)nextSymbol("cudaDeviceGetAttribute"))(value, attr, mapped);
+}
+
+int cudaDeviceSynchronize(void) {
+  void* const legacyStream = (void*)0x1; /* cudaStreamLegacy */
+  return ((StreamSyncFn)nextSymbol("cudaStreamSynchronize"))(legacyStream);
 }

@@ -1,5 +1,6 @@
 /* A stand-in for libcudart.so with two devices, for the test of
- * bench/onegpu_shim.c: records the device each call was given. Device
+ * bench/onegpu_shim.c: records the device each call was given, and which
+ * synchronization reached it. Device
  * numbers outside 0..1 are refused (101: cudaErrorInvalidDevice), as the
  * real runtime refuses them. */
 static int current = -1;
@@ -28,3 +29,19 @@ int cudaGetDeviceProperties(void* prop, int device) {
   *(int*)prop = 200 + device;
   return 0;
 }
+
+static void* lastSynced = 0;
+static int deviceSyncs = 0;
+
+int cudaStreamSynchronize(void* stream) {
+  lastSynced = stream;
+  return 0;
+}
+
+int cudaDeviceSynchronize(void) {
+  deviceSyncs++;
+  return 0;
+}
+
+void* fakeLastSyncedStream(void) { return lastSynced; }
+int fakeDeviceSyncs(void) { return deviceSyncs; }

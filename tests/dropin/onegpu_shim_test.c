@@ -1,14 +1,18 @@
 /* Run with bench/onegpu_shim.c preloaded and WEFT_ONEGPU_DEVICES=8 over a
  * runtime with two devices (fake_cudart.c): the program must see 8 devices,
- * and each device number must reach the runtime modulo 2. Exits non-zero,
- * naming the call, on any difference. */
+ * each device number must reach the runtime modulo 2, and a device-wide
+ * synchronization must reach it as one of the legacy default stream. Exits
+ * non-zero, naming the call, on any difference. */
 #include <stdio.h>
 
 int cudaGetDeviceCount(int* count);
 int cudaSetDevice(int device);
 int cudaDeviceGetAttribute(int* value, int attr, int device);
 int cudaGetDeviceProperties(void* prop, int device);
+int cudaDeviceSynchronize(void);
 int fakeCurrentDevice(void);
+void* fakeLastSyncedStream(void);
+int fakeDeviceSyncs(void);
 
 static int failures = 0;
 
@@ -35,6 +39,9 @@ int main(void) {
   }
   /* A negative device is passed on as it is, for the runtime to refuse. */
   expect("cudaSetDevice(-1)", cudaSetDevice(-1), 101);
-  if (failures == 0) printf("onegpu shim: 8 devices over 2, every call mapped\n");
+  expect("cudaDeviceSynchronize's result", cudaDeviceSynchronize(), 0);
+  expect("device-wide synchronizations reaching the runtime", fakeDeviceSyncs(), 0);
+  expect("the stream synchronized instead (1: cudaStreamLegacy)", (int)(long)fakeLastSyncedStream(), 1);
+  if (failures == 0) printf("onegpu shim: 8 devices over 2, every call mapped, device syncs on the legacy stream\n");
   return failures == 0 ? 0 : 1;
 }
