@@ -21,10 +21,16 @@
 # seconds (default 230), then bench/nccl-tests.sh (when binaries were packed;
 # NCCL_TESTS_ARGS, default --compare) within NCCL_TESTS_LIMIT seconds
 # (default 230), and copies summary.txt and the logs to $OUT.
+# The binaries left out go, each compressed on its own, into .devout-big/
+# (test_gpu_algos: about 40 MB): a second call carries .devout-big and runs
+#   scripts/gpu-carry.sh run-big
+# which runs each of them as a gtest binary (no CTest tree needed: they are
+# linked statically) with the gpu label's settings, within BIG_LIMIT seconds
+# (default 300), the output in $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 carry=.devout
-mode=${1:?usage: scripts/gpu-carry.sh pack [NCCL_TESTS_BINARIES] | run}
+mode=${1:?usage: scripts/gpu-carry.sh pack [NCCL_TESTS_BINARIES] | run | run-big}
 
 if [ "$mode" = pack ]; then
   [ -e build-gpu/lib/libnccl.so.2 ] || { echo "gpu-carry: build build-gpu first" >&2; exit 1; }
@@ -32,9 +38,12 @@ if [ "$mode" = pack ]; then
   rm -f "$carry"/build.txz "$carry"/nccl-tests.txz
   maxMb=${CARRY_MAX_MB:-40}
   excludes=(--exclude='*.o' --exclude='*.a' --exclude=CMakeFiles --exclude=googletest --exclude='*.cu')
+  rm -rf "$carry-big"
   while read -r big; do
-    echo "gpu-carry: left out $big ($(( $(stat -c %s "$big") >> 20 )) MB, over ${maxMb} MB)"
+    echo "gpu-carry: left out $big ($(( $(stat -c %s "$big") >> 20 )) MB, over ${maxMb} MB): into $carry-big/"
     excludes+=(--exclude="$big")
+    mkdir -p "$carry-big"
+    tar cJf "$carry-big/$(basename "$big").txz" -C "$(dirname "$big")" "$(basename "$big")" || exit 1
   done < <(find build-gpu/bin -type f -size +"${maxMb}"M)
   tar cJf "$carry/build.txz" "${excludes[@]}" build-gpu || exit 1
   pwd >"$carry/source-path"
@@ -48,6 +57,27 @@ if [ "$mode" = pack ]; then
   fi
   du -ch "$carry"/*.txz | tail -1 | sed 's/^/gpu-carry: to carry: /'
   exit 0
+fi
+
+if [ "$mode" = run-big ]; then
+  [ -d "$carry-big" ] || { echo "gpu-carry: no $carry-big: pack here first and carry $carry-big" >&2; exit 1; }
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  dir=$(mktemp -d)
+  rc=0
+  for archive in "$carry-big"/*.txz; do
+    tar xJf "$archive" -C "$dir" || exit 1
+    bin="$dir/$(basename "$archive" .txz)"
+    log="${OUT:-$dir}/$(basename "$bin").log"
+    start=$(date +%s)
+    # tests/gpu/CMakeLists.txt's settings for the gpu label.
+    WEFT_TIMEOUT=60 CUDA_DEVICE_MAX_CONNECTIONS=32 timeout "${BIG_LIMIT:-300}" "$bin" >"$log" 2>&1
+    status=$?
+    [ "$status" -eq 0 ] || rc=$status
+    echo "gpu-carry: $(basename "$bin") exit $status in $(( $(date +%s) - start )) s; $(grep -cE '^\[       OK \]' "$log") passed," \
+      "$(grep -cE '^\[  FAILED  \] [A-Za-z]' "$log") failed, $(grep -cE '^\[  SKIPPED \]' "$log") skipped"
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u
+  done
+  exit "$rc"
 fi
 
 [ "$mode" = run ] || { echo "gpu-carry: unknown mode $mode" >&2; exit 2; }
