@@ -91,6 +91,17 @@ void expectNamedNetworkFailure(const RankContext& ctx, ncclResult_t rc, double s
   expectNetworkFailureNamingAPeer(ctx);
 }
 
+// A survivor: AllReduce until a call fails (its peer gone), which must be a
+// network failure naming a peer, in bounded time; then abort.
+void allReduceUntilItFailsNamingAPeer(const RankContext& ctx, std::vector<float>* big) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ncclResult_t rc = ncclSuccess;
+  for (int i = 0; i < 50 && rc == ncclSuccess; ++i)
+    rc = ncclAllReduce(big->data(), big->data(), big->size(), ncclFloat32, ncclSum, ctx.comm, nullptr);
+  expectNamedNetworkFailure(ctx, rc, secondsSince(t0));
+  EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+}
+
 // A rank killed across the network: its sockets close, the survivors' calls
 // fail naming the link.
 TEST(AcrossHostsFailures, KilledRankFailsTheOthersNamingIt) {
@@ -104,12 +115,7 @@ TEST(AcrossHostsFailures, KilledRankFailsTheOthersNamingIt) {
       ASSERT_EQ(ncclCommFinalize(ctx.comm), ncclSuccess);
       _exit(0);  // dies holding its communicator, as a crash would
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    ncclResult_t rc = ncclSuccess;
-    for (int i = 0; i < 50 && rc == ncclSuccess; ++i)
-      rc = ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr);
-    expectNamedNetworkFailure(ctx, rc, secondsSince(t0));
-    EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+    allReduceUntilItFailsNamingAPeer(ctx, &big);
     ctx.comm = nullptr;
   });
 }
@@ -158,12 +164,7 @@ TEST(AcrossHostsFailures, FinalizedThreadRankThatAbortsFailsTheOthers) {
       EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
       return;
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    ncclResult_t rc = ncclSuccess;
-    for (int i = 0; i < 50 && rc == ncclSuccess; ++i)
-      rc = ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat32, ncclSum, ctx.comm, nullptr);
-    expectNamedNetworkFailure(ctx, rc, secondsSince(t0));
-    EXPECT_EQ(ncclCommAbort(ctx.comm), ncclSuccess);
+    allReduceUntilItFailsNamingAPeer(ctx, &big);
   });
 }
 
