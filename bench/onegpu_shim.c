@@ -16,7 +16,11 @@
  * every rank's kernels, one of which may be waiting for this very thread's
  * next launch: a deadlock until the timeout. The legacy stream holds the
  * program's own set-up and check kernels, and the ranks' collectives run on
- * non-blocking streams, which it does not wait for.
+ * non-blocking streams, which it does not wait for. cudaFreeHost waits for
+ * the whole device too (nccl-tests frees a pinned word after each data
+ * check, while the other rank may already be in its next call): it frees
+ * nothing here, the memory stays pinned until the process exits (one page
+ * per data check for nccl-tests).
  * A benchmark tool, never part of the library. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -100,4 +104,9 @@ int cudaDeviceGetAttribute(int* value, int attr, int device) {
 int cudaDeviceSynchronize(void) {
   void* const legacyStream = (void*)0x1; /* cudaStreamLegacy */
   return ((StreamSyncFn)nextSymbol("cudaStreamSynchronize"))(legacyStream);
+}
+
+int cudaFreeHost(void* ptr) {
+  (void)ptr; /* kept until exit: see above */
+  return 0;
 }

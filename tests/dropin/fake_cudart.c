@@ -45,3 +45,13 @@ int cudaDeviceSynchronize(void) {
 
 void* fakeLastSyncedStream(void) { return lastSynced; }
 int fakeDeviceSyncs(void) { return deviceSyncs; }
+
+static int hostFrees = 0;
+
+int cudaFreeHost(void* ptr) {
+  (void)ptr;
+  hostFrees++;
+  return 0;
+}
+
+int fakeHostFrees(void) { return hostFrees; }

@@ -1,7 +1,8 @@
 /* Run with bench/onegpu_shim.c preloaded and WEFT_ONEGPU_DEVICES=8 over a
  * runtime with two devices (fake_cudart.c): the program must see 8 devices,
  * each device number must reach the runtime modulo 2, and a device-wide
- * synchronization must reach it as one of the legacy default stream. Exits
+ * synchronization must reach it as one of the legacy default stream, and a
+ * pinned free must not reach it (it would wait for the device). Exits
  * non-zero, naming the call, on any difference. */
 #include <stdio.h>
 
@@ -10,6 +11,8 @@ int cudaSetDevice(int device);
 int cudaDeviceGetAttribute(int* value, int attr, int device);
 int cudaGetDeviceProperties(void* prop, int device);
 int cudaDeviceSynchronize(void);
+int cudaFreeHost(void* ptr);
+int fakeHostFrees(void);
 int fakeCurrentDevice(void);
 void* fakeLastSyncedStream(void);
 int fakeDeviceSyncs(void);
@@ -42,6 +45,10 @@ int main(void) {
   expect("cudaDeviceSynchronize's result", cudaDeviceSynchronize(), 0);
   expect("device-wide synchronizations reaching the runtime", fakeDeviceSyncs(), 0);
   expect("the stream synchronized instead (1: cudaStreamLegacy)", (int)(long)fakeLastSyncedStream(), 1);
-  if (failures == 0) printf("onegpu shim: 8 devices over 2, every call mapped, device syncs on the legacy stream\n");
+  static char page[4096];
+  expect("cudaFreeHost's result", cudaFreeHost(page), 0);
+  expect("pinned frees reaching the runtime (kept until exit)", fakeHostFrees(), 0);
+  if (failures == 0)
+    printf("onegpu shim: 8 devices over 2, every call mapped, device syncs on the legacy stream, no host frees\n");
   return failures == 0 ? 0 : 1;
 }
