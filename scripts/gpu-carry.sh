@@ -8,7 +8,8 @@
 #   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON
 #   cmake --build build-gpu -j2 --target <the targets scripts/gpu-check.sh builds>
 #   scripts/gpu-carry.sh pack [NCCL_TESTS_BINARIES]
-# packs build-gpu (no objects or archives) into .devout/ (git-ignored), and
+# packs build-gpu (no objects or archives, no debug information, no stale
+# programs) into .devout/ (git-ignored), and
 # the nccl-tests binaries of that directory, if given (built by hand beside
 # the project; README, "nccl-tests"), stripped. Files over CARRY_MAX_MB
 # (default 40) are left out and named: the device call carries 64 MiB in
@@ -37,15 +38,27 @@ if [ "$mode" = pack ]; then
   mkdir -p "$carry"
   rm -f "$carry"/build.txz "$carry"/nccl-tests.txz
   maxMb=${CARRY_MAX_MB:-40}
-  excludes=(--exclude='*.o' --exclude='*.a' --exclude=CMakeFiles --exclude=googletest --exclude='*.cu')
+  # A staged copy: no objects or archives, the binaries and libraries
+  # without their debug information (their symbols stay, for backtraces;
+  # RelWithDebInfo doubles them), and no program older than the library,
+  # which this build did not make (CMake relinks every program that links
+  # the library when it changes): a stale one is not among gpu-check.sh's
+  # targets and may not even run against it.
+  stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' EXIT
+  tar cf - --exclude='*.o' --exclude='*.a' --exclude=CMakeFiles --exclude=googletest --exclude='*.cu' build-gpu |
+    tar xf - -C "$stage" || exit 1
+  lib=$(readlink -f build-gpu/lib/libnccl.so.2)
+  find "$stage/build-gpu/bin" -type f ! -newer "$lib" -print -delete | sed 's|^.*/build-gpu/|gpu-carry: left out (older than the library): build-gpu/|'
+  find "$stage/build-gpu/bin" "$stage/build-gpu/lib" -type f -exec strip --strip-debug {} \; 2>/dev/null
   rm -rf "$carry-big"
   while read -r big; do
-    echo "gpu-carry: left out $big ($(( $(stat -c %s "$big") >> 20 )) MB, over ${maxMb} MB): into $carry-big/"
-    excludes+=(--exclude="$big")
+    echo "gpu-carry: left out ${big#"$stage"/} ($(( $(stat -c %s "$big") >> 20 )) MB, over ${maxMb} MB): into $carry-big/"
     mkdir -p "$carry-big"
     tar cJf "$carry-big/$(basename "$big").txz" -C "$(dirname "$big")" "$(basename "$big")" || exit 1
-  done < <(find build-gpu/bin -type f -size +"${maxMb}"M)
-  tar cJf "$carry/build.txz" "${excludes[@]}" build-gpu || exit 1
+    rm -f "$big"
+  done < <(find "$stage/build-gpu/bin" -type f -size +"${maxMb}"M)
+  tar cJf "$carry/build.txz" -C "$stage" build-gpu || exit 1
   pwd >"$carry/source-path"
   if [ -n "${2:-}" ]; then
     staged=$(mktemp -d)
