@@ -164,16 +164,26 @@ struct FifoEnd {
   uint64_t directMapped;
 };
 
-// Writes a working copy's position back to the end it was loaded from.
+// Writes a working copy's position back to the end it was loaded from:
+// only the fields that moved. The team's leader calls it when a primitives
+// object goes away; an object that did nothing (an exchange stage in which
+// this rank has no piece) passed no barrier since its team loaded the end,
+// so a write there, even of the same value, would race with a slower
+// thread still copying the end (ThreadSanitizer found it in the emulated
+// teams of tests/unit/team_coop.h). An object that moved a position passed
+// its waits' barriers first, after every thread's copy.
 WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
-  orig->step = local.step;
-  orig->seen = local.seen;
-  orig->ll.step = local.ll.step;
-  orig->ll.seen = local.ll.seen;
-  orig->ll128.step = local.ll128.step;
-  orig->ll128.seen = local.ll128.seen;
-  orig->directCalls = local.directCalls;
-  orig->directMapped = local.directMapped;
+  auto save = [](uint64_t& to, uint64_t from) {
+    if (to != from) to = from;
+  };
+  save(orig->step, local.step);
+  save(orig->seen, local.seen);
+  save(orig->ll.step, local.ll.step);
+  save(orig->ll.seen, local.ll.seen);
+  save(orig->ll128.step, local.ll128.step);
+  save(orig->ll128.seen, local.ll128.seen);
+  save(orig->directCalls, local.directCalls);
+  save(orig->directMapped, local.directMapped);
 }
 
 WEFT_HD char* fifoSlot(const FifoEnd& end) {
