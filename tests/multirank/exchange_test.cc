@@ -90,7 +90,12 @@ TEST(ExchangeAcrossNodes, HalvingDoublingReduceScatterThroughTheProxy) {
 // must still end with the same bits.
 TEST_P(Exchange, EveryRankGetsTheSameBits) {
   const auto [mode, nranks] = GetParam();
-  for (const char* algoName : {"allreduce:RecDoubling", "allreduce:HalvingDoubling"}) {
+  // The AllGather that compares the results goes around the ring. The
+  // environment is set once, before the ranks start: ranks may be threads
+  // of this process, and one setting a variable while another reads the
+  // environment is a data race (ThreadSanitizer), and could give the ranks
+  // different algorithms for the same call.
+  for (const char* algoName : {"allreduce:RecDoubling;allgather:Ring", "allreduce:HalvingDoubling;allgather:Ring"}) {
     ScopedEnv algo("NCCL_ALGO", algoName);
     runRanks(mode, nranks, [&](RankContext& ctx) {
       const size_t n = 10007;
@@ -99,7 +104,6 @@ TEST_P(Exchange, EveryRankGetsTheSameBits) {
         data[i] = (ctx.rank % 2 ? 1e-4f : 1e4f) * static_cast<float>((i * 2654435761u + ctx.rank * 97u) % 1000) / 7.0f;
       ASSERT_EQ(ncclAllReduce(data.data(), data.data(), n, ncclFloat32, ncclSum, ctx.comm, nullptr), ncclSuccess);
       std::vector<float> all(n * static_cast<size_t>(ctx.nranks));
-      ScopedEnv ring("NCCL_ALGO", "Ring");
       ASSERT_EQ(ncclAllGather(data.data(), all.data(), n, ncclFloat32, ctx.comm, nullptr), ncclSuccess);
       for (int r = 1; r < ctx.nranks; ++r)
         ASSERT_EQ(std::memcmp(all.data(), all.data() + n * static_cast<size_t>(r), n * sizeof(float)), 0)
