@@ -114,8 +114,9 @@ int main(int argc, char** argv) {
   std::vector<double> ex;
   for (int r = 0; r < runs; ++r) ex.push_back(exchange(iters, 0, cpuB));
   std::sort(ex.begin(), ex.end());
-  std::printf("exchange, both ways at once over 8 lines with a released head: median %.1f ns a step (min %.1f, "
-              "max %.1f), %.2fx the hand-off\n",
-              ex[ex.size() / 2], ex.front(), ex.back(), ex[ex.size() / 2] / (median / 2));
+  std::printf(
+      "exchange, both ways at once over 8 lines with a released head: median %.1f ns a step (min %.1f, "
+      "max %.1f), %.2fx the hand-off\n",
+      ex[ex.size() / 2], ex.front(), ex.back(), ex[ex.size() / 2] / (median / 2));
   return 0;
 }
