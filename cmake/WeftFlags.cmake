@@ -31,3 +31,19 @@ if(_weft_san)
   add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_weft_san}>")
   add_link_options(${_weft_san})
 endif()
+
+# Device code's optimisation in NVVM (cicc), for builds that only check that
+# the kernels compile: scripts/test.sh sets 1 where no GPU will run them.
+# NVVM's default (3) inlines every call into each kernel and is nearly all
+# of a kernel unit's compile time; at 1 the same front end checks every
+# line and every instantiation, the same kernels come out (as PTX with
+# calls), in about a quarter of the time (kernels_half.cu: 132 s against
+# 10 s, 2026-11-28, the 2-core VM). Never for a library that runs on a GPU:
+# its kernels would be slower.
+set(WEFT_CUDA_NVVM_OPT "" CACHE STRING "NVVM optimisation level of device code: empty (nvcc's default) or 0-3")
+if(NOT WEFT_CUDA_NVVM_OPT STREQUAL "")
+  if(NOT WEFT_CUDA_NVVM_OPT MATCHES "^[0-3]$")
+    message(FATAL_ERROR "WEFT_CUDA_NVVM_OPT must be empty or 0-3 (got '${WEFT_CUDA_NVVM_OPT}')")
+  endif()
+  add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:SHELL:-Xcicc -O${WEFT_CUDA_NVVM_OPT}>")
+endif()

@@ -46,7 +46,7 @@ for coll in allreduce allgather reducescatter broadcast alltoall; do
     rm -f "$work/id"
     pids=()
     for ((i = 0; i < n; i++)); do
-      ip netns exec "${tag}h$i" env RANK=$i WORLD_SIZE=$n NCCL_HOSTID="${tag}h$i" NCCL_SOCKET_IFNAME="=${tag}e$i" \
+      ip netns exec "${tag}h$i" env RANK="$i" WORLD_SIZE="$n" NCCL_HOSTID="${tag}h$i" NCCL_SOCKET_IFNAME="=${tag}e$i" \
         NCCL_ALGO=$algo WEFT_TIMEOUT=60 WEFT_BOOTSTRAP_TIMEOUT=60 \
         "$perf" "$coll" -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 --id-file "$work/id" >"$work/out$i" 2>&1 &
       pids+=($!)
@@ -71,10 +71,21 @@ launcher_env() {  # rank -> "NAME=rank NAME=size"
     2) echo "SLURM_PROCID=$1 SLURM_NTASKS=$n" ;;
   esac
 }
+# A build tree under /tmp (a checkout there) is put back at its own path
+# over the private /tmp, through a bind mount made before it; the mounts stay
+# inside the namespace's own mount table (ip netns exec makes it a slave).
+keep=""
+case $(realpath "$perf") in /tmp/*) keep=$(dirname "$(dirname "$(realpath "$perf")")") ;; esac
+mkdir -p /run/weft-netns-keep
+# shellcheck disable=SC2016  # expanded by the namespace's own shell
+privateTmp='if [ -n "$KEEP" ]; then mount --bind "$KEEP" /run/weft-netns-keep || exit 1; fi
+mount -t tmpfs tmpfs /tmp || exit 1
+if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && mount --bind /run/weft-netns-keep "$KEEP" || exit 1; fi
+exec "$@"'
 pids=()
 for ((i = 0; i < n; i++)); do
   # shellcheck disable=SC2046  # the variables split into words on purpose
-  ip netns exec "${tag}h$i" sh -c 'mount -t tmpfs tmpfs /tmp && exec "$@"' sh \
+  ip netns exec "${tag}h$i" env KEEP="$keep" sh -c "$privateTmp" sh \
     env $(launcher_env $i) NCCL_COMM_ID=10.251.0.1:29555 NCCL_HOSTID="${tag}h$i" NCCL_SOCKET_IFNAME="=${tag}e$i" \
     WEFT_TIMEOUT=60 WEFT_BOOTSTRAP_TIMEOUT=60 "$perf" allreduce -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 >"$work/env$i" 2>&1 &
   pids+=($!)
