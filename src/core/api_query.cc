@@ -112,6 +112,16 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
         text += weft::strFormat(" (to %d via %s)", ch.ring.next, next ? next->transport->name() : "?");
       }
     }
+    // Steps the next ranks read from this rank's inputs in place (direct
+    // reads, FifoEnd::directReads), on the host backend's FIFO ends.
+    if (c->backend == weftBackendHost && c->nranks > 1) {
+      uint64_t reads = 0;
+      for (const Channel& ch : c->channels)
+        for (const auto& conn : ch.send)
+          if (conn) reads += conn->end.directReads;
+      text += weft::strFormat("; direct reads: %llu steps of this rank's input read in place",
+                              static_cast<unsigned long long>(reads));
+    }
     if (c->directPeers) {
       const DirectCounts d = c->directPeers->counts();
       // The data path's own count of the same thing (FifoEnd::directMapped,

@@ -349,6 +349,7 @@ Status buildChannels(Comm* comm) {
   WEFT_RETURN_IF_ERROR(parseProtoFilter(comm));
   WEFT_RETURN_IF_ERROR(loadTuningFigures(comm));
   comm->directAllowed = directAllowedFor(param::direct(), comm->backend);
+  comm->directRead = param::directRead() != 0;
   // Checked before the ranks talk again, so that every rank fails here.
   if (!param::torus().empty()) WEFT_RETURN_IF_ERROR(parseTorusShape(param::torus(), comm->nranks).status());
   const size_t nch = comm->channels.size();

@@ -184,6 +184,7 @@ struct Comm {
   // (core/channels.cc wholeLineLinks).
   bool wholeLineLinks = false;
   bool directAllowed = true;  // WEFT_DIRECT
+  bool directRead = true;     // WEFT_DIRECT_READ
   // Per rank, the node it belongs to (0..nnodes-1). Ranks of different
   // nodes connect only through the network (net transport and proxy).
   std::vector<int> nodeOf;

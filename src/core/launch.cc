@@ -52,6 +52,7 @@ PlanInputs planInputs(const Comm& comm) {
   in.llByDefault = comm.backend == weftBackendHost;
   in.llSumOnly = comm.backend != weftBackendHost;
   in.directPossible = comm.directAllowed && comm.nnodes == 1;
+  in.directRead = comm.directRead;
   in.checkCalls = comm.checkCalls;
   in.firstSeq = comm.collSeq;
   return in;

@@ -284,8 +284,10 @@ void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* wo
       totalBytes < tuning::kDirectMinBytes)
     return;
   work->direct = 1;
-  WEFT_INFO(log::kTuning, "%s %lld bytes: direct (ranks write into each other's buffers)",
-            tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes));
+  work->directRead = in.directRead && work->func == Func::kAllReduce ? 1 : 0;
+  WEFT_INFO(log::kTuning, "%s %lld bytes: direct (ranks write into each other's buffers%s)",
+            tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
+            work->directRead ? ", and read each other's inputs within the process" : "");
 }
 
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth

@@ -50,6 +50,9 @@ struct PlanInputs {
   // into the peers' user buffers where a link reaches them (threads; processes
   // through mapped segments or cross-memory attach), else through the slots.
   bool directPossible = false;
+  // In those calls, ring AllReduce's first sends let the next rank read the
+  // input in place where it shares this address space (WEFT_DIRECT_READ).
+  bool directRead = false;
   bool torusAvailable = false;     // the backend runs the 2D torus and the communicator has a grid
   // The backend has one-shot, the exchanges, hierarchical ring and torus for
   // the sum and data-only calls only (extraSumOnly), and takes them only where

@@ -109,6 +109,20 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD void directRecvReduceCopySend(const T* src, T* dst, int64_t n, bool post) {
     genericOp<true, true, true, true, false, true>(src, dst, n, true, post);
   }
+  // send, except that in a direct call begun with reads allowed a link to a
+  // peer of this address space (kReachAddress) carries no data: each step
+  // names where its part of `src` lies (FifoControl::readFrom) and the
+  // consumer's receiving verb reads it there, in place; the slot stays
+  // unused. The caller guarantees that `src` stays untouched until the
+  // consumer has read it (ring AllReduce: a segment's final value comes back
+  // only after the next rank has combined it). Never with a pre-op, which
+  // send applies to its input as it copies: there the steps copy.
+  WEFT_HD void directReadSend(const T* src, int64_t n) {
+    if constexpr (Coop::kHasDirectRead && !RedOp::kHasPre) {
+      if (direct_ && readAllowed_) return genericOp<false, true, true, false, false, false, true>(src, nullptr, n, true, false);
+    }
+    send(src, n);
+  }
 
   // Enters direct mode for one call whose outputs are the ownElems elements
   // at ownBase. Receive links with a shared mailbox post the buffer with the
@@ -120,8 +134,10 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // lies (Coop::describeDirect) and the producer picks its way to write
   // there (Coop::resolveDirect): through its mapping of the consumer's
   // segment, by cross-memory attach, or through the slots.
-  WEFT_HD bool beginDirect(T* ownBase, int64_t ownElems) {
+  // readInPlace: directReadSend may let peers read this rank's input.
+  WEFT_HD bool beginDirect(T* ownBase, int64_t ownElems, bool readInPlace = false) {
     direct_ = true;
+    readAllowed_ = readInPlace;
     ownBase_ = ownBase;
     bool described = false;
     DirectPost post{};
@@ -242,6 +258,21 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   }
   WEFT_HD DirectWay sendWay(int i) const { return direct_ ? way_[i] : DirectWay::kSlot; }
 
+  // Where the step about to be consumed on recv link i lies for a verb that
+  // does not expect it in the own buffer: in the slot, or, in a direct call
+  // on a link within the process, where the producer's directReadSend named
+  // (its input, read in place; FifoControl::readFrom, read after
+  // fifoCanConsume's acquire of tail).
+  WEFT_HD const T* recvSource(int i) const {
+    if constexpr (Coop::kHasDirectRead) {
+      if (direct_ && recv_[i].reach == kReachAddress) {
+        const uint64_t at = loadRelaxed(&fifoControl(recv_[i])->readFrom[recv_[i].step % kFifoSteps]);
+        if (at != 0) return reinterpret_cast<const T*>(static_cast<uintptr_t>(at));
+      }
+    }
+    return reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+  }
+
   WEFT_HD bool ready(int nr, int ns) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
       if (!fifoCanConsume(recv_[i])) return false;
@@ -271,8 +302,10 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // the other positions in fan order); reductions run in source order.
   // DirectRecv / DirectSend: the verb may take its input from (or write its
   // output to) user buffers on links in direct mode; both need Dst, whose
-  // offset from ownBase_ locates the peer's position.
-  template <bool Recv, bool Send, bool Src, bool Dst, bool DirectRecv = false, bool DirectSend = false>
+  // offset from ownBase_ locates the peer's position. ReadSend: links within
+  // the process get no data, only where it lies (directReadSend).
+  template <bool Recv, bool Send, bool Src, bool Dst, bool DirectRecv = false, bool DirectSend = false,
+            bool ReadSend = false>
   WEFT_HD void genericOp(const T* src, T* dst, int64_t nelem, bool pre, bool post, int ownAt = 0) {
     static_assert(Dst || !(DirectRecv || DirectSend), "direct verbs locate the peer's data by their output");
     const int nr = Recv ? nRecv_ : 0;
@@ -289,11 +322,17 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         for (int i = 0; i < kMaxRecv && i < nr; ++i) {
           if (i == ownPos) srcs[nSrcs++] = src + offset;
           // A direct receive found its data already in place at dst.
-          srcs[nSrcs++] = DirectRecv && recvIsDirect(i) ? dst + offset : reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+          srcs[nSrcs++] = DirectRecv && recvIsDirect(i) ? dst + offset : recvSource(i);
         }
         if (Src && ownPos == nr) srcs[nSrcs++] = src + offset;
         if (Dst) dsts[nDsts++] = dst + offset;
         for (int i = 0; i < kMaxSend && i < ns; ++i) {
+          readFrom_[i] = 0;
+          sentDirect_[i] = false;
+          if (ReadSend && send_[i].reach == kReachAddress) {
+            readFrom_[i] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(src + offset));
+            continue;  // nothing to write for this peer
+          }
           const DirectWay way = DirectSend ? sendWay(i) : DirectWay::kSlot;
           sentDirect_[i] = way != DirectWay::kSlot;
           if (way == DirectWay::kPointer)
@@ -303,8 +342,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
           else
             dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
         }
-        reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>, kVerbMaxDsts<Send, Dst>>(
-            coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src && pre ? ownPos : -1, post);
+        if (!ReadSend || nDsts > 0)
+          reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>,
+                     kVerbMaxDsts<Send, Dst>>(coop_, op_, srcs, nSrcs, dsts, nDsts, n, Src && pre ? ownPos : -1, post);
         if constexpr (DirectSend && Coop::kHasDirect) crossMemorySends(dst + offset, n, ns);
         coop_.sync();
       }
@@ -347,6 +387,14 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     storeRelaxed(&fifoControl(end)->directStep[end.step % kFifoSteps], static_cast<uint8_t>(direct ? 1 : 0));
   }
 
+  // In a direct call every step on a link within the process says where its
+  // data lies (0: the slot), before the release of tail in fifoPublish.
+  WEFT_HD void nameReadFrom(FifoEnd& end, uint64_t at) {
+    if (!direct_ || end.reach != kReachAddress) return;
+    storeRelaxed(&fifoControl(end)->readFrom[end.step % kFifoSteps], at);
+    if (at != 0) end.directReads += 1;
+  }
+
   // Every thread moves its copy of the positions; only the leader touches the
   // shared counters, after the team's writes are fenced (see the Coop).
   WEFT_HD void advance(int nr, int ns, int64_t bytes, bool publish) {
@@ -356,6 +404,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       for (int i = 0; i < kMaxSend && i < ns; ++i) {
         if (hash != 0) fifoSign(send_[i], coop_.callSignature(), hash);
         if constexpr (Coop::kHasDirect) markStep(send_[i], sentDirect_[i]);
+        if constexpr (Coop::kHasDirectRead) nameReadFrom(send_[i], readFrom_[i]);
         fifoPublish(send_[i], bytes);
       }
       for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(recv_[i]);
@@ -372,6 +421,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   int nSend_;
   int64_t stepElems_ = 0;
   bool direct_ = false;
+  bool readAllowed_ = false;
   T* ownBase_ = nullptr;
   // Per send link in a direct call: how it writes, and where (a pointer in
   // this address space, or the peer's address for cross-memory writes).
@@ -379,6 +429,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   bool resolved_[kMaxSend > 0 ? kMaxSend : 1] = {};
   bool sentDirect_[kMaxSend > 0 ? kMaxSend : 1] = {};
   uint64_t peerAddr_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  // Per send link, the step's data in this rank's input for the consumer to
+  // read in place (directReadSend), or 0.
+  uint64_t readFrom_[kMaxSend > 0 ? kMaxSend : 1] = {};
   FifoEnd recv_[kMaxRecv > 0 ? kMaxRecv : 1];
   FifoEnd send_[kMaxSend > 0 ? kMaxSend : 1];
   FifoEnd* recvOrig_[kMaxRecv > 0 ? kMaxRecv : 1];

@@ -12,6 +12,9 @@ namespace weft::device {
 // Each loop iteration covers k segments of realChunk elements; segment j is
 // finished (fully reduced) at ring position j and then travels k-1 hops.
 //   send -> recvReduceSend x(k-2) -> recvReduceCopySend -> recvCopySend x(k-2) -> recv
+// In direct mode the first send may leave its input to be read in place by
+// the next rank (directReadSend): this call cannot end before it has been,
+// since the segment's final value, which this rank receives, is made from it.
 template <typename T, typename Prims>
 WEFT_HD void ringAllReduce(Prims& prims, const RingView& ring, const CollWork& work) {
   const T* src = static_cast<const T*>(work.sendbuff) + work.channelStart;
@@ -27,7 +30,7 @@ WEFT_HD void ringAllReduce(Prims& prims, const RingView& ring, const CollWork& w
     auto segOffset = [&](int j) { return base + j * realChunk; };
     auto segLength = [&](int j) { return maxOf<int64_t>(0, minOf(realChunk, n - segOffset(j))); };
     int j = ringMod(ring.index - 1, k);
-    prims.send(src + segOffset(j), segLength(j));
+    prims.directReadSend(src + segOffset(j), segLength(j));
     for (int s = 2; s < k; ++s) {
       j = ringMod(ring.index - s, k);
       prims.recvReduceSend(src + segOffset(j), segLength(j));

@@ -69,7 +69,7 @@ template <typename Prims, typename T, typename Coop, typename P>
 WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work, int nranks) {
   if constexpr (Coop::kHasDirect && std::is_same_v<P, ProtoSimple>) {
     const int64_t outElems = static_cast<int64_t>(work.count) * (work.func == Func::kAllGather ? nranks : 1);
-    if (work.direct) return prims.beginDirect(static_cast<T*>(work.recvbuff), outElems);
+    if (work.direct) return prims.beginDirect(static_cast<T*>(work.recvbuff), outElems, work.directRead != 0);
   }
   return true;
 }

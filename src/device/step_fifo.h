@@ -62,6 +62,12 @@ struct FifoControl {
   uint64_t directSegOffset;  // DirectPost::segOffset
   uint64_t directSegBytes;   // DirectPost::segBytes
   uint64_t directOwner;      // DirectPost::owner
+  // Direct reads (one address space, kReachAddress, prims_simple.h
+  // directReadSend): per slot, where the step's data lies in the producer's
+  // own input, or 0 when it is in the slot. Written by the producer before
+  // tail's release on every step of a direct call, read by the consumer of a
+  // direct call after its acquire of tail, like directStep.
+  alignas(128) uint64_t readFrom[kFifoSteps];
   // The call each step belongs to in full (device/signature.h): written with
   // the data, read by the consumer only when the hash differs, to name it.
   alignas(128) uint64_t sigs[kFifoSteps][2];
@@ -162,6 +168,9 @@ struct FifoEnd {
   uint64_t* directBase;
   uint64_t directCalls;
   uint64_t directMapped;
+  // On a producer's end: steps its consumer read from this rank's input in
+  // place (direct reads), which tests read to see that path ran.
+  uint64_t directReads;
 };
 
 // Writes a working copy's position back to the end it was loaded from:
@@ -184,6 +193,7 @@ WEFT_HD void fifoSavePosition(FifoEnd* orig, const FifoEnd& local) {
   save(orig->ll128.seen, local.ll128.seen);
   save(orig->directCalls, local.directCalls);
   save(orig->directMapped, local.directMapped);
+  save(orig->directReads, local.directReads);
 }
 
 WEFT_HD char* fifoSlot(const FifoEnd& end) {

@@ -78,6 +78,7 @@ class CountingPrims {
   void directRecvCopySend(T*, int64_t n) { count(n, true, true); }
   void directCopySend(const T*, T*, int64_t n) { count(n, false, true); }
   void directRecvReduceCopySend(const T*, T*, int64_t n, bool) { count(n, true, true); }
+  void directReadSend(const T*, int64_t n) { count(n, false, true); }
   void localCopy(const T*, T*, int64_t) {}
 
  private:

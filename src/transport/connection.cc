@@ -31,6 +31,7 @@ void FifoLayout::attach(void* base, int64_t stepBytes, int peer, device::FifoEnd
   end->directBase = &control->directBase;
   end->directCalls = 0;
   end->directMapped = 0;
+  end->directReads = 0;
 }
 
 }  // namespace weft::transport

@@ -6,11 +6,15 @@
 // (p2p FIFOs) and as processes (shm FIFOs).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "multirank/coll_check.h"
+#include "multirank/harness.h"
+#include "weft.h"
 
 namespace weft::test {
 namespace {
@@ -224,6 +228,73 @@ INSTANTIATE_TEST_SUITE_P(Threads, Direct,
                          [](const ::testing::TestParamInfo<DirectParam>& p) {
                            return std::to_string(std::get<0>(p.param)) + "ranks_" +
                                   std::to_string(std::get<1>(p.param)) + "ch";
+                         });
+
+// ---- Direct reads: in direct ring AllReduce calls between threads, the
+// next rank reads each first step's data from this rank's input in place
+// (WEFT_DIRECT_READ, on by default; prims_simple.h directReadSend). Results
+// match the reference in and out of place, call after call on the same
+// buffers; calls that may not read (a pre-op: float averages and PreMulSum;
+// AllGather) read nothing, beside them on the same links; the FIFO ends'
+// count (weftCommDescribe) shows the reads happened, and none with
+// WEFT_DIRECT_READ=0.
+
+unsigned long long directReads(ncclComm_t comm) {
+  char text[16384];
+  EXPECT_EQ(weftCommDescribe(comm, text, sizeof(text)), ncclSuccess);
+  const char* at = std::strstr(text, "direct reads: ");
+  EXPECT_NE(at, nullptr) << text;
+  unsigned long long n = 0;
+  if (at != nullptr) {
+    EXPECT_EQ(std::sscanf(at, "direct reads: %llu", &n), 1) << at;
+  }
+  return n;
+}
+
+using ReadParam = std::tuple<int, int, bool>;  // ranks, channels, reads allowed
+class DirectRead : public ::testing::TestWithParam<ReadParam> {};
+
+TEST_P(DirectRead, FirstStepsAreReadInPlaceAndMatchTheReference) {
+  const auto [nranks, channels, allowed] = GetParam();
+  const std::string ch = std::to_string(channels);
+  ScopedEnv minCh("NCCL_MIN_NCHANNELS", ch.c_str());
+  ScopedEnv maxCh("NCCL_MAX_NCHANNELS", ch.c_str());
+  ScopedEnv algo("NCCL_ALGO", "Ring");
+  ScopedEnv read("WEFT_DIRECT_READ", allowed ? "1" : "0");
+  std::vector<CollCase> copying, reading;
+  for (int inPlace = 0; inPlace < 2; ++inPlace) {
+    copying.push_back({CollOp::kAllReduce, ncclFloat64, TestOp::kAvg, 150001, 0, inPlace == 1});
+    copying.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kPreMulHost, 300007, 0, inPlace == 1});
+    copying.push_back({CollOp::kAllGather, ncclInt8, TestOp::kSum, 300007, 0, inPlace == 1});
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      reading.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 300007, 0, inPlace == 1});
+      reading.push_back({CollOp::kAllReduce, ncclInt32, TestOp::kMax, 70001, 0, inPlace == 1});
+      reading.push_back({CollOp::kAllReduce, ncclInt64, TestOp::kAvg, 100003, 0, inPlace == 1});
+      reading.push_back({CollOp::kAllReduce, ncclBfloat16, TestOp::kProd, 250001, 0, inPlace == 1});
+    }
+  }
+  runRanks(RankMode::kThreads, nranks, [&](RankContext& ctx) {
+    const unsigned long long start = directReads(ctx.comm);
+    for (const CollCase& c : copying) runAndCheck(ctx, c);  // every rank makes every call
+    const unsigned long long afterCopying = directReads(ctx.comm);
+    EXPECT_EQ(afterCopying, start) << "rank " << ctx.rank << ": calls with a pre-op or no reduction read in place";
+    for (const CollCase& c : reading) runAndCheck(ctx, c);
+    const unsigned long long reads = directReads(ctx.comm) - afterCopying;
+    if (allowed) {
+      EXPECT_GT(reads, 0u) << "rank " << ctx.rank << ": no step was read in place";
+    } else {
+      EXPECT_EQ(reads, 0u) << "rank " << ctx.rank << ": steps read in place with WEFT_DIRECT_READ=0";
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, DirectRead,
+                         ::testing::Values(ReadParam{2, 1, true}, ReadParam{2, 2, true}, ReadParam{3, 1, true},
+                                           ReadParam{4, 2, true}, ReadParam{2, 1, false}),
+                         [](const ::testing::TestParamInfo<ReadParam>& p) {
+                           return std::to_string(std::get<0>(p.param)) + "ranks_" +
+                                  std::to_string(std::get<1>(p.param)) + "ch_" +
+                                  (std::get<2>(p.param) ? "reads" : "copies");
                          });
 
 }  // namespace

@@ -141,6 +141,7 @@ class TeamCoopT {
   static constexpr bool kHasLL128 = true;
   static constexpr bool kLL128Trees = true;
   static constexpr bool kHasDirect = Direct;
+  static constexpr bool kHasDirectRead = Direct;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
   static constexpr bool kExtraSumOnly = false;

@@ -325,6 +325,7 @@ inline WorkItem makeItem(const Case& c, int call, Buffers& b) {
   w.dtype = isDataOnly(c.func) ? DataType::kUint8 : c.dtype;
   w.op = c.dtype == DataType::kInt32 ? RedOpKind::kMax : RedOpKind::kSum;
   w.direct = c.direct ? 1 : 0;
+  w.directRead = c.direct && c.func == Func::kAllReduce ? 1 : 0;  // a no-op where the links are shared
   w.root = c.root;
   w.seq = static_cast<uint32_t>(call + 1);
   w.recvbuff = b.recv.data();

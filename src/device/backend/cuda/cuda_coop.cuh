@@ -52,6 +52,9 @@ class CudaCoop {
   // other buffer, and every other link, stays on the slots. No cross-memory
   // attach on a GPU: crossWrite is never asked (resolveDirect never says so).
   static constexpr bool kHasDirect = true;
+  // Direct reads (prims_simple.h, directReadSend) are portable code, but
+  // off in kernels until they have run on a GPU: the first sends copy.
+  static constexpr bool kHasDirectRead = false;
   __host__ __device__ DirectPost describeDirect(const void* base, uint64_t bytes) const {
     return describeWindow(windows_, base, bytes);
   }

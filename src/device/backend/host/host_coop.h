@@ -63,6 +63,9 @@ class HostCoop {
   // Ring calls in direct mode: peers' user buffers are addressable (threads),
   // mapped or reached by cross-memory attach (processes; see HostDirect).
   static constexpr bool kHasDirect = true;
+  // In direct calls, links within the process also let the consumer read
+  // the producer's input in place (prims_simple.h, directReadSend).
+  static constexpr bool kHasDirectRead = true;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
   static constexpr bool kExtraSumOnly = false;  // the exchanges, hierarchical ring and torus for every op
