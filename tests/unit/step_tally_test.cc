@@ -331,10 +331,11 @@ TEST(StepTallyTree, UpEqualsDownOnEveryEdgeForEveryChannelCount) {
                                  Proto::kSimple,
                                  DataType::kFloat32,
                                  RedOpKind::kSum,
-                                 0,
-                                 0,
-                                 0,
-                                 0,
+                                 0,  // scalarIsPointer
+                                 0,  // direct
+                                 0,  // directRead
+                                 0,  // root
+                                 0,  // seq
                                  buffers[static_cast<size_t>(r)].data(),
                                  buffers[static_cast<size_t>(r)].data(),
                                  count,
