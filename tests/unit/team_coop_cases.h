@@ -240,6 +240,15 @@ class Mesh {
 
   // After the calls: every FIFO drained, both ends' saved positions equal to
   // the shared counters.
+  // Steps the consumers read in place from the producers' inputs (direct reads).
+  uint64_t directReads() {
+    uint64_t n = 0;
+    for (int from = 0; from < k_; ++from)
+      for (int to = 0; to < k_; ++to)
+        if (from != to) n += link(from, to).producer.directReads;
+    return n;
+  }
+
   void expectDrained() {
     for (int from = 0; from < k_; ++from)
       for (int to = 0; to < k_; ++to) {
@@ -427,6 +436,14 @@ void runCaseWith(const Case& c) {
       ASSERT_EQ(bad, 0) << "rank " << r << " call " << call << ": " << bad << " wrong elements of " << recvElems(c);
     }
   mesh.expectDrained();
+  // Ring AllReduce in direct mode within one address space reads every
+  // rank's first steps in place; between processes (shared) they copy.
+  if (c.direct && c.func == Func::kAllReduce && c.algo == Algo::kRing && c.count >= static_cast<uint64_t>(c.k)) {
+    if (c.shared)
+      EXPECT_EQ(mesh.directReads(), 0u) << "steps read in place between processes";
+    else
+      EXPECT_GT(mesh.directReads(), 0u) << "no step was read in place";
+  }
   if (c.refuseEvery > 0 && c.count >= 1000) {  // enough slices that some writes were refused
     int most = 0;
     for (const auto& team : teams) most = std::max(most, team->crossWrites);
