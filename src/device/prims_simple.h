@@ -119,7 +119,8 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // send applies to its input as it copies: there the steps copy.
   WEFT_HD void directReadSend(const T* src, int64_t n) {
     if constexpr (Coop::kHasDirectRead && !RedOp::kHasPre) {
-      if (direct_ && readAllowed_) return genericOp<false, true, true, false, false, false, true>(src, nullptr, n, true, false);
+      if (direct_ && readAllowed_)
+        return genericOp<false, true, true, false, false, false, true>(src, nullptr, n, true, false);
     }
     send(src, n);
   }

@@ -130,10 +130,10 @@ struct CollWork {
   DataType dtype;
   RedOpKind op;
   uint8_t scalarIsPointer;  // PreMulSum: scalar read through scalarPtr at run time
-  uint8_t direct;      // 1: ring verbs write into the peers' user buffers where a link allows (direct mode)
-  uint8_t directRead;  // 1 (with direct): ring AllReduce's first sends let the next rank read the input in place
-  int32_t root;     // rank, for Broadcast and Reduce
-  uint32_t seq;     // the communicator's collective count at this call (call signatures)
+  uint8_t direct;           // 1: ring verbs write into the peers' user buffers where a link allows (direct mode)
+  uint8_t directRead;       // 1 (with direct): ring AllReduce's first sends let the next rank read the input in place
+  int32_t root;             // rank, for Broadcast and Reduce
+  uint32_t seq;             // the communicator's collective count at this call (call signatures)
   const void* sendbuff;
   void* recvbuff;
   uint64_t count;
