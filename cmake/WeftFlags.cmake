@@ -37,9 +37,9 @@ endif()
 # NVVM's default (3) inlines every call into each kernel and is nearly all
 # of a kernel unit's compile time; at 1 the same front end checks every
 # line and every instantiation, the same kernels come out (as PTX with
-# calls), in about a quarter of the time (kernels_half.cu: 132 s against
-# 10 s, 2026-11-28, the 2-core VM). Never for a library that runs on a GPU:
-# its kernels would be slower.
+# calls), in about a sixth of the time (2026-11-28, the 2-core VM: all CUDA
+# units 1000 core-seconds against 166; kernels_half.cu 132 s against 10).
+# Never for a library that runs on a GPU: its kernels would be slower.
 set(WEFT_CUDA_NVVM_OPT "" CACHE STRING "NVVM optimisation level of device code: empty (nvcc's default) or 0-3")
 if(NOT WEFT_CUDA_NVVM_OPT STREQUAL "")
   if(NOT WEFT_CUDA_NVVM_OPT MATCHES "^[0-3]$")

@@ -26,7 +26,7 @@ start=$(date +%s)
 # skips ptxas, half of the kernels' build time (docs/testing.md). A GPU
 # machine's own checks (scripts/gpu-check.sh) build sm_90 in build-gpu/.
 # Without a GPU, NVVM also optimises the device code at -O1 rather than 3:
-# the same front end and instantiations, a quarter of the time
+# the same front end and instantiations, a sixth of the time
 # (cmake/WeftFlags.cmake, WEFT_CUDA_NVVM_OPT).
 cudaArch=90-virtual nvvmOpt=1
 if [ -e /dev/nvidia0 ] || nvidia-smi -L >/dev/null 2>&1; then cudaArch=90 nvvmOpt=; fi
