@@ -19,6 +19,15 @@ weft::Status checkQuery(ncclComm_t comm, const void* out, const char* outName) {
   return weft::okStatus();
 }
 
+// One counter of the FIFO ends this rank sends on, summed over channels and peers.
+uint64_t sumOverSendEnds(const Comm& c, uint64_t weft::device::FifoEnd::*counter) {
+  uint64_t sum = 0;
+  for (const Channel& ch : c.channels)
+    for (const auto& conn : ch.send)
+      if (conn) sum += conn->end.*counter;
+  return sum;
+}
+
 }  // namespace
 
 WEFT_NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
@@ -115,21 +124,14 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
     // Steps the next ranks read from this rank's inputs in place (direct
     // reads, FifoEnd::directReads), on the host backend's FIFO ends.
     if (c->backend == weftBackendHost && c->nranks > 1) {
-      uint64_t reads = 0;
-      for (const Channel& ch : c->channels)
-        for (const auto& conn : ch.send)
-          if (conn) reads += conn->end.directReads;
       text += weft::strFormat("; direct reads: %llu steps of this rank's input read in place",
-                              static_cast<unsigned long long>(reads));
+                              static_cast<unsigned long long>(sumOverSendEnds(*c, &weft::device::FifoEnd::directReads)));
     }
     if (c->directPeers) {
       const DirectCounts d = c->directPeers->counts();
       // The data path's own count of the same thing (FifoEnd::directMapped,
       // the counter the cuda backend reports): link-calls written by pointer.
-      uint64_t byPointer = 0;
-      for (const Channel& ch : c->channels)
-        for (const auto& conn : ch.send)
-          if (conn) byPointer += conn->end.directMapped;
+      const uint64_t byPointer = sumOverSendEnds(*c, &weft::device::FifoEnd::directMapped);
       text += weft::strFormat(
           "; direct between processes: %llu link-calls mapped, %llu by cross-memory attach, %llu through the FIFO, "
           "%llu refused steps, %zu peer segments mapped, %llu link-calls by pointer on the FIFO ends",

@@ -329,9 +329,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         if (Dst) dsts[nDsts++] = dst + offset;
         for (int i = 0; i < kMaxSend && i < ns; ++i) {
           readFrom_[i] = 0;
-          sentDirect_[i] = false;
           if (ReadSend && send_[i].reach == kReachAddress) {
             readFrom_[i] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(src + offset));
+            sentDirect_[i] = false;
             continue;  // nothing to write for this peer
           }
           const DirectWay way = DirectSend ? sendWay(i) : DirectWay::kSlot;

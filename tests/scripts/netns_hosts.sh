@@ -76,7 +76,7 @@ launcher_env() {  # rank -> "NAME=rank NAME=size"
 # inside the namespace's own mount table (ip netns exec makes it a slave).
 keep=""
 case $(realpath "$perf") in /tmp/*) keep=$(dirname "$(dirname "$(realpath "$perf")")") ;; esac
-mkdir -p /run/weft-netns-keep
+if [ -n "$keep" ]; then mkdir -p /run/weft-netns-keep; fi
 # shellcheck disable=SC2016  # expanded by the namespace's own shell
 privateTmp='if [ -n "$KEEP" ]; then mount --bind "$KEEP" /run/weft-netns-keep || exit 1; fi
 mount -t tmpfs tmpfs /tmp || exit 1
