@@ -138,6 +138,10 @@ WEFT_EXPORT ncclResult_t weftCommDescribe(ncclComm_t comm, char* buf, size_t len
           static_cast<unsigned long long>(d.mapped), static_cast<unsigned long long>(d.crossMemory),
           static_cast<unsigned long long>(d.slots), static_cast<unsigned long long>(d.refusedSteps),
           c->directPeers->mappedSegments(), static_cast<unsigned long long>(byPointer));
+      // Direct reads of peers' inputs (the consumer's side of the count above).
+      text += weft::strFormat("; reads between processes: %llu link-calls through a mapped segment, %llu out of reach",
+                              static_cast<unsigned long long>(d.readsMapped),
+                              static_cast<unsigned long long>(d.readsRefused));
     }
     if (c->backend == weftBackendCuda && c->cuda) {
       uint64_t mapped = 0;

@@ -30,33 +30,42 @@ device::DirectPost DirectPeers::describe(const void* base, uint64_t bytes) {
   return post;
 }
 
+char* DirectPeers::mapPosted(int peer, const device::DirectPost& post, bool* gone) {
+  const pid_t pid = static_cast<pid_t>(post.owner >> 32);
+  SharedSpan span;
+  span.segment = post.segment;
+  span.offset = post.segOffset;
+  span.segBytes = post.segBytes;
+  span.pid = static_cast<int32_t>(pid);
+  span.fd = static_cast<int32_t>(post.owner & 0xffffffffu);
+  std::string why;
+  if (char* base = segments_.map(span, &why, gone)) return base + post.segOffset;
+  if (*gone) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!mapFailureLogged_[static_cast<size_t>(peer)]) {
+    mapFailureLogged_[static_cast<size_t>(peer)] = true;
+    WEFT_WARN(
+        "rank %d cannot map the shared buffers of rank %d (pid %d): %s; direct writes to it and reads from it "
+        "use the FIFO",
+        rank_, peer, static_cast<int>(pid), why.c_str());
+  }
+  return nullptr;
+}
+
 device::DirectWay DirectPeers::resolve(int peer, const device::DirectPost& post, uint64_t* addr) {
   const pid_t pid = static_cast<pid_t>(post.owner >> 32);
   *addr = post.base;
   if (pid == getpid()) return device::DirectWay::kPointer;  // threads over the shm transport
   if (post.segment != 0) {
-    SharedSpan span;
-    span.segment = post.segment;
-    span.offset = post.segOffset;
-    span.segBytes = post.segBytes;
-    span.pid = static_cast<int32_t>(pid);
-    span.fd = static_cast<int32_t>(post.owner & 0xffffffffu);
-    std::string why;
     bool gone = false;
-    if (char* base = segments_.map(span, &why, &gone)) {
-      *addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base + post.segOffset));
+    if (char* at = mapPosted(peer, post, &gone)) {
+      *addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(at));
       mapped_.fetch_add(1, std::memory_order_relaxed);
       return device::DirectWay::kPointer;
     }
     // Freed by its owner: the owner finished the call that posted it without
     // a step from us on this link, so nothing will be written; not counted.
     if (gone) return device::DirectWay::kSlot;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!mapFailureLogged_[static_cast<size_t>(peer)]) {
-      mapFailureLogged_[static_cast<size_t>(peer)] = true;
-      WEFT_WARN("rank %d cannot map the shared buffers of rank %d (pid %d): %s; direct writes to it use the FIFO",
-                rank_, peer, static_cast<int>(pid), why.c_str());
-    }
   }
   if (crossMemoryAllowed(peer, pid, post.base)) {
     crossMemoryCalls_.fetch_add(1, std::memory_order_relaxed);
@@ -64,6 +73,22 @@ device::DirectWay DirectPeers::resolve(int peer, const device::DirectPost& post,
   }
   slots_.fetch_add(1, std::memory_order_relaxed);
   return device::DirectWay::kSlot;
+}
+
+bool DirectPeers::resolveRead(int peer, const device::DirectPost& post, uint64_t* addr) {
+  const pid_t pid = static_cast<pid_t>(post.owner >> 32);
+  *addr = post.base;
+  if (pid == getpid()) return true;  // threads over the shm transport
+  if (post.segment != 0) {
+    bool gone = false;
+    if (char* at = mapPosted(peer, post, &gone)) {
+      *addr = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(at));
+      readsMapped_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
+  readsRefused_.fetch_add(1, std::memory_order_relaxed);
+  return false;
 }
 
 int DirectPeers::writeOrRefuse(pid_t pid, const void* from, uint64_t remote, uint64_t bytes) const {
@@ -126,6 +151,8 @@ DirectCounts DirectPeers::counts() const {
   c.crossMemory = crossMemoryCalls_.load(std::memory_order_relaxed);
   c.slots = slots_.load(std::memory_order_relaxed);
   c.refusedSteps = refusedSteps_.load(std::memory_order_relaxed);
+  c.readsMapped = readsMapped_.load(std::memory_order_relaxed);
+  c.readsRefused = readsRefused_.load(std::memory_order_relaxed);
   return c;
 }
 

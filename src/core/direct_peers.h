@@ -9,6 +9,10 @@
 //             allowed for that peer, else the FIFO's slots
 //   crossWrite one process_vm_writev; a refusal turns cross-memory attach
 //             off for that peer (logged once) and the data goes by slot
+//   resolveRead a peer's posted input (direct reads): its own process -> the
+//             address; a segment -> this process's mapping of it; else
+//             unreachable (no cross-memory reads: measured slower than the
+//             FIFO's copies, docs/fifo-protocol.md)
 //
 // Counters of the ways chosen (per link and call) feed weftCommDescribe,
 // so tests can see which path ran.
@@ -32,6 +36,8 @@ struct DirectCounts {
   uint64_t crossMemory = 0;   // link-calls written by cross-memory attach
   uint64_t slots = 0;         // link-calls between processes that went through the slots
   uint64_t refusedSteps = 0;  // cross-memory writes the kernel refused (sent by slot instead)
+  uint64_t readsMapped = 0;   // link-calls that read a peer's input through a mapped segment
+  uint64_t readsRefused = 0;  // link-calls whose peer posted an input this rank could not reach
 };
 
 class DirectPeers final : public device::HostDirect {
@@ -42,6 +48,7 @@ class DirectPeers final : public device::HostDirect {
 
   device::DirectPost describe(const void* base, uint64_t bytes) override;
   device::DirectWay resolve(int peer, const device::DirectPost& post, uint64_t* addr) override;
+  bool resolveRead(int peer, const device::DirectPost& post, uint64_t* addr) override;
   bool crossWrite(int peer, const void* from, uint64_t remote, void* slot, uint64_t bytes) override;
 
   DirectCounts counts() const;
@@ -50,6 +57,9 @@ class DirectPeers final : public device::HostDirect {
  private:
   enum class Cma : uint8_t { kUnknown, kAllowed, kRefused };
   bool crossMemoryAllowed(int peer, pid_t pid, uint64_t probeAddr);
+  // This process's address of a posted segment's span, or null (*gone: its
+  // owner freed it); a failure to map is logged once per peer.
+  char* mapPosted(int peer, const device::DirectPost& post, bool* gone);
   void refuse(int peer, pid_t pid, int err, const char* what);
   int writeOrRefuse(pid_t pid, const void* from, uint64_t remote, uint64_t bytes) const;
 
@@ -65,6 +75,8 @@ class DirectPeers final : public device::HostDirect {
   std::atomic<uint64_t> crossMemoryCalls_{0};
   std::atomic<uint64_t> slots_{0};
   std::atomic<uint64_t> refusedSteps_{0};
+  std::atomic<uint64_t> readsMapped_{0};
+  std::atomic<uint64_t> readsRefused_{0};
 };
 
 }  // namespace weft::core

@@ -287,7 +287,7 @@ void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* wo
   work->directRead = in.directRead && work->func == Func::kAllReduce ? 1 : 0;
   WEFT_INFO(log::kTuning, "%s %lld bytes: direct (ranks write into each other's buffers%s)",
             tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
-            work->directRead ? ", and read each other's inputs within the process" : "");
+            work->directRead ? ", and read each other's inputs in place where reachable" : "");
 }
 
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth

@@ -4,6 +4,7 @@
 // then publishes (sends) and releases (receives).
 #pragma once
 
+#include "device/direct_reads.h"
 #include "device/primitives.h"
 #include "device/reduce_copy.h"
 #include "device/step_fifo.h"
@@ -110,7 +111,8 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     genericOp<true, true, true, true, false, true>(src, dst, n, true, post);
   }
   // send, except that in a direct call begun with reads allowed a link to a
-  // peer of this address space (kReachAddress) carries no data: each step
+  // peer of this address space (kReachAddress), or to a process that mapped
+  // this call's input (device/direct_reads.h), carries no data: each step
   // names where its part of `src` lies (FifoControl::readFrom) and the
   // consumer's receiving verb reads it there, in place; the slot stays
   // unused. The caller guarantees that `src` stays untouched until the
@@ -136,7 +138,11 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // there (Coop::resolveDirect): through its mapping of the consumer's
   // segment, by cross-memory attach, or through the slots.
   // readInPlace: directReadSend may let peers read this rank's input.
-  WEFT_HD bool beginDirect(T* ownBase, int64_t ownElems, bool readInPlace = false) {
+  // input/inputElems: the call's input, given in calls where the ends of
+  // links between processes agree to read inputs in place (AllReduce: see
+  // beginReads); null elsewhere.
+  WEFT_HD bool beginDirect(T* ownBase, int64_t ownElems, bool readInPlace = false, const T* input = nullptr,
+                           int64_t inputElems = 0) {
     direct_ = true;
     readAllowed_ = readInPlace;
     ownBase_ = ownBase;
@@ -157,7 +163,13 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       resolved_[i] = send_[i].reach == kReachNone;
       if (send_[i].reach != kReachNone) send_[i].directCalls += 1;
     }
-    if (!coop_.waitUntil([&] { return peersPosted(); }, [&] { return firstUnposted(); })) return false;
+    beginReads(Coop::kHasDirectRead ? input : nullptr, inputElems);
+    auto settled = [&] {
+      const bool posted = peersPosted();
+      const bool reads = readsSettled();
+      return posted && reads;
+    };
+    if (!coop_.waitUntil(settled, [&] { return firstUnsettled(); })) return false;
     // The leader's wait resolved its copy of each send link's way; the other
     // threads resolve theirs from the same posts (its barrier orders their
     // loads after its acquire), or they would write their share of every
@@ -165,7 +177,10 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     // The posts cannot have changed since: a consumer posts its next call
     // only after this one, which needs our steps on every link we send on.
     // (Between processes each thread thus asks Coop::resolveDirect itself.)
-    if (!coop_.leader()) peersPosted();
+    if (!coop_.leader()) {
+      peersPosted();
+      learnReads();
+    }
     if (coop_.leader())
       for (int i = 0; i < kMaxSend && i < nSend_; ++i)
         if (send_[i].reach == kReachShared && way_[i] == DirectWay::kPointer) send_[i].directMapped += 1;
@@ -238,11 +253,82 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     return true;
   }
 
-  WEFT_HD WaitSite firstUnposted() {
+  // Whom the handshake still waits for: a consumer's post or answer, or a
+  // producer's post of its input.
+  WEFT_HD WaitSite firstUnsettled() {
     for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-      if (!resolved_[i] && loadAcquire(send_[i].directSeq) < 2 * send_[i].directCalls)
+      if ((!resolved_[i] && loadAcquire(send_[i].directSeq) < 2 * send_[i].directCalls) ||
+          (readPending_[i] && readableAnswer(send_[i]) < 0))
         return WaitSite{send_[i].peer, 1, channel_};
+    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i)
+      if (!readAnswered_[i]) return WaitSite{recv_[i].peer, 0, channel_};
     return WaitSite{-1, 1, channel_};
+  }
+
+  // Direct reads between processes (device/direct_reads.h), in calls given
+  // their input: on every link between processes this rank posts its input
+  // for the consumer, readable when reads are allowed (not with a pre-op,
+  // which the steps apply as they copy): the consumer reads it in place when
+  // it can reach it (the same process, or a segment it maps). It answers
+  // each producer's post on its receive links.
+  WEFT_HD void beginReads(const T* input, int64_t inputElems) {
+    readPosts_ = input != nullptr;
+    for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
+      readMap_[i] = ReadMap{0, 0};
+      readAnswered_[i] = !readPosts_ || recv_[i].reach != kReachShared;
+    }
+    for (int i = 0; i < kMaxSend && i < nSend_; ++i) readOk_[i] = readPending_[i] = false;
+    if constexpr (Coop::kHasDirectRead) {
+      if (!readPosts_ || !coop_.leader()) return;
+      DirectPost post{};  // owner 0: not readable in place
+      bool described = false;
+      for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
+        if (send_[i].reach != kReachShared) continue;
+        if (readAllowed_ && !RedOp::kHasPre && !described) {
+          post = coop_.describeDirect(input, static_cast<uint64_t>(inputElems) * sizeof(T));
+          described = true;
+        }
+        postReadable(send_[i], post);
+        readPending_[i] = described;
+      }
+    }
+  }
+
+  // The leader's part of the handshake's wait: answer every producer's post
+  // (that never waits on anything but the post), then learn the answers to
+  // its own readable posts.
+  WEFT_HD bool readsSettled() {
+    if constexpr (Coop::kHasDirectRead) {
+      bool all = true;
+      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i)
+        if (!readAnswered_[i]) readAnswered_[i] = answerReadable(coop_, recv_[i], true, &readMap_[i]);
+      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) all = all && readAnswered_[i];
+      for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
+        if (!readPending_[i]) continue;
+        const int answer = readableAnswer(send_[i]);
+        if (answer < 0) {
+          all = false;
+          continue;
+        }
+        readPending_[i] = false;
+        readOk_[i] = answer == 1;
+      }
+      return all;
+    } else {
+      return true;
+    }
+  }
+
+  // The other threads of a team, after the leader's wait: the same posts,
+  // which cannot change before this call's steps, and the same answers.
+  WEFT_HD void learnReads() {
+    if constexpr (Coop::kHasDirectRead) {
+      if (!readPosts_) return;
+      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i)
+        if (!readAnswered_[i]) readAnswered_[i] = answerReadable(coop_, recv_[i], false, &readMap_[i]);
+      for (int i = 0; i < kMaxSend && i < nSend_; ++i)
+        readOk_[i] = send_[i].reach == kReachShared && readableAnswer(send_[i]) == 1;
+    }
   }
 
   // Whether the step about to be consumed on recv link i is already in the
@@ -260,15 +346,20 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD DirectWay sendWay(int i) const { return direct_ ? way_[i] : DirectWay::kSlot; }
 
   // Where the step about to be consumed on recv link i lies for a verb that
-  // does not expect it in the own buffer: in the slot, or, in a direct call
-  // on a link within the process, where the producer's directReadSend named
-  // (its input, read in place; FifoControl::readFrom, read after
-  // fifoCanConsume's acquire of tail).
+  // does not expect it in the own buffer: in the slot, or, in a direct call,
+  // where the producer's directReadSend named (its input, read in place;
+  // FifoControl::readFrom, read after fifoCanConsume's acquire of tail):
+  // that address within the process, this process's mapping of it between
+  // processes (named only once this rank answered that it mapped it).
   WEFT_HD const T* recvSource(int i) const {
     if constexpr (Coop::kHasDirectRead) {
-      if (direct_ && recv_[i].reach == kReachAddress) {
+      if (direct_ && recv_[i].reach != kReachNone) {
         const uint64_t at = loadRelaxed(&fifoControl(recv_[i])->readFrom[recv_[i].step % kFifoSteps]);
-        if (at != 0) return reinterpret_cast<const T*>(static_cast<uintptr_t>(at));
+        if (at != 0) {
+          const uint64_t here =
+              recv_[i].reach == kReachAddress ? at : readMap_[i].localBase + (at - readMap_[i].peerBase);
+          return reinterpret_cast<const T*>(static_cast<uintptr_t>(here));
+        }
       }
     }
     return reinterpret_cast<const T*>(fifoSlot(recv_[i]));
@@ -329,7 +420,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         if (Dst) dsts[nDsts++] = dst + offset;
         for (int i = 0; i < kMaxSend && i < ns; ++i) {
           readFrom_[i] = 0;
-          if (ReadSend && send_[i].reach == kReachAddress) {
+          if (ReadSend && (send_[i].reach == kReachAddress || readOk_[i])) {
             readFrom_[i] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(src + offset));
             sentDirect_[i] = false;
             continue;  // nothing to write for this peer
@@ -388,10 +479,10 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     storeRelaxed(&fifoControl(end)->directStep[end.step % kFifoSteps], static_cast<uint8_t>(direct ? 1 : 0));
   }
 
-  // In a direct call every step on a link within the process says where its
-  // data lies (0: the slot), before the release of tail in fifoPublish.
+  // In a direct call every step on a link with a mailbox says where its data
+  // lies (0: the slot), before the release of tail in fifoPublish.
   WEFT_HD void nameReadFrom(FifoEnd& end, uint64_t at) {
-    if (!direct_ || end.reach != kReachAddress) return;
+    if (!direct_ || end.reach == kReachNone) return;
     storeRelaxed(&fifoControl(end)->readFrom[end.step % kFifoSteps], at);
     if (at != 0) end.directReads += 1;
   }
@@ -433,6 +524,15 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // Per send link, the step's data in this rank's input for the consumer to
   // read in place (directReadSend), or 0.
   uint64_t readFrom_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  // Direct reads between processes in this call (beginReads): whether it
+  // carries the handshake; per send link whether the consumer mapped this
+  // rank's input (readOk_) or is yet to answer (readPending_); per receive
+  // link whether the producer's post is answered and where its input lies.
+  bool readPosts_ = false;
+  bool readOk_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  bool readPending_[kMaxSend > 0 ? kMaxSend : 1] = {};
+  bool readAnswered_[kMaxRecv > 0 ? kMaxRecv : 1] = {};
+  ReadMap readMap_[kMaxRecv > 0 ? kMaxRecv : 1] = {};
   FifoEnd recv_[kMaxRecv > 0 ? kMaxRecv : 1];
   FifoEnd send_[kMaxSend > 0 ? kMaxSend : 1];
   FifoEnd* recvOrig_[kMaxRecv > 0 ? kMaxRecv : 1];

@@ -69,7 +69,13 @@ template <typename Prims, typename T, typename Coop, typename P>
 WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work, int nranks) {
   if constexpr (Coop::kHasDirect && std::is_same_v<P, ProtoSimple>) {
     const int64_t outElems = static_cast<int64_t>(work.count) * (work.func == Func::kAllGather ? nranks : 1);
-    if (work.direct) return prims.beginDirect(static_cast<T*>(work.recvbuff), outElems, work.directRead != 0);
+    // AllReduce: the links between processes also agree on reads in place
+    // (device/direct_reads.h), for which they need the input.
+    const bool reads = work.func == Func::kAllReduce;
+    if (work.direct)
+      return prims.beginDirect(static_cast<T*>(work.recvbuff), outElems, work.directRead != 0,
+                               reads ? static_cast<const T*>(work.sendbuff) : nullptr,
+                               reads ? static_cast<int64_t>(work.count) : 0);
   }
   return true;
 }

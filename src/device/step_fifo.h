@@ -62,12 +62,25 @@ struct FifoControl {
   uint64_t directSegOffset;  // DirectPost::segOffset
   uint64_t directSegBytes;   // DirectPost::segBytes
   uint64_t directOwner;      // DirectPost::owner
-  // Direct reads (one address space, kReachAddress, prims_simple.h
-  // directReadSend): per slot, where the step's data lies in the producer's
-  // own input, or 0 when it is in the slot. Written by the producer before
-  // tail's release on every step of a direct call, read by the consumer of a
-  // direct call after its acquire of tail, like directStep.
+  // Direct reads (prims_simple.h directReadSend): per slot, where the step's
+  // data lies in the producer's own input (its address there), or 0 when it
+  // is in the slot. Written by the producer before tail's release on every
+  // step of a direct call on a link with a mailbox, read by the consumer of
+  // a direct call after its acquire of tail, like directStep.
   alignas(128) uint64_t readFrom[kFifoSteps];
+  // Direct reads between processes (kReachShared, device/direct_reads.h):
+  // the producer's post of its input for its n-th direct AllReduce call on
+  // the link, under the same sequence lock as directSeq (2n when whole) and
+  // with a DirectPost's fields (segment 0: not readable in place)...
+  alignas(128) uint64_t readSeq;
+  uint64_t readBase;
+  uint64_t readSegment;
+  uint64_t readSegOffset;
+  uint64_t readSegBytes;
+  uint64_t readOwner;
+  // ... and the consumer's answer: 2n + 1 once it has mapped that input,
+  // 2n when it will not read it (released after the mapping).
+  alignas(128) uint64_t readAck;
   // The call each step belongs to in full (device/signature.h): written with
   // the data, read by the consumer only when the hash differs, to name it.
   alignas(128) uint64_t sigs[kFifoSteps][2];

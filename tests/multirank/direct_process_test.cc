@@ -6,6 +6,8 @@
 // plan and sizes across slot and chunk borders, checked against a scalar
 // reference; weftCommDescribe's counters show which path ran. A receiver
 // that arrives late finds its buffer untouched until it posted it.
+// AllReduce's first steps are read in place from the sender's ncclMemAlloc
+// input by the next rank (direct reads), and from nothing else.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -123,6 +125,10 @@ std::vector<Case> allCases() {
 
 struct Counts {
   unsigned long long mapped = 0, crossMemory = 0, slots = 0, refused = 0;
+  // Direct reads: steps of this rank's input its consumers read in place;
+  // link-calls in which this rank read a producer's input through its
+  // mapping, or found the posted input out of reach.
+  unsigned long long readSteps = 0, readsMapped = 0, readsOutOfReach = 0;
 };
 
 Counts directCounts(ncclComm_t comm) {
@@ -138,6 +144,16 @@ Counts directCounts(ncclComm_t comm) {
                         &c.mapped, &c.crossMemory, &c.slots, &c.refused),
             4)
       << at;
+  const char* reads = std::strstr(text, "direct reads: ");
+  EXPECT_NE(reads, nullptr) << text;
+  if (reads != nullptr) EXPECT_EQ(std::sscanf(reads, "direct reads: %llu steps", &c.readSteps), 1) << reads;
+  const char* byMap = std::strstr(text, "reads between processes: ");
+  EXPECT_NE(byMap, nullptr) << text;
+  if (byMap != nullptr)
+    EXPECT_EQ(std::sscanf(byMap, "reads between processes: %llu link-calls through a mapped segment, %llu out of reach",
+                          &c.readsMapped, &c.readsOutOfReach),
+              2)
+        << byMap;
   // The FIFO ends' own count (FifoEnd::directMapped, what the cuda backend
   // reports) must agree with the host's count of mapped link-calls.
   const char* ends = std::strstr(at, "segments mapped, ");
@@ -167,6 +183,26 @@ TEST_P(DirectProcesses, MemAllocBuffersAreWrittenThroughTheWritersMapping) {
     EXPECT_GT(c.mapped, 0u);
     EXPECT_EQ(c.slots, 0u) << "a direct call to a peer's ncclMemAlloc buffer went through the FIFO";
     EXPECT_EQ(c.crossMemory, 0u);
+    // AllReduce's inputs are ncclMemAlloc segments too: read in place.
+    EXPECT_GT(c.readSteps, 0u) << "no step of this rank's input was read in place";
+    EXPECT_GT(c.readsMapped, 0u);
+    EXPECT_EQ(c.readsOutOfReach, 0u);
+  });
+}
+
+// WEFT_DIRECT_READ=0 on the senders: the same calls, every step through the
+// slots, nothing posted as readable.
+TEST_P(DirectProcesses, MemAllocInputsAreNotReadWhenReadsAreOff) {
+  ScopedEnv algo("NCCL_ALGO", "Ring");
+  ScopedEnv proto("NCCL_PROTO", "Simple");
+  ScopedEnv reads("WEFT_DIRECT_READ", "0");
+  runRanks(RankMode::kProcesses, GetParam(), [](RankContext& ctx) {
+    for (const Case& c : allCases())
+      if (c.coll == Coll::kAllReduce) runCase(ctx, Source::kMemAlloc, c);
+    const Counts c = directCounts(ctx.comm);
+    EXPECT_GT(c.mapped, 0u);
+    EXPECT_EQ(c.readSteps, 0u);
+    EXPECT_EQ(c.readsMapped + c.readsOutOfReach, 0u);
   });
 }
 
@@ -179,6 +215,43 @@ TEST_P(DirectProcesses, RegisteredPrivateBuffersGoThroughTheFifoWithoutCrossMemo
     EXPECT_EQ(c.mapped, 0u);
     EXPECT_EQ(c.crossMemory, 0u);
     EXPECT_GT(c.slots, 0u);
+    // Private inputs are posted but out of the next rank's reach.
+    EXPECT_EQ(c.readSteps, 0u);
+    EXPECT_EQ(c.readsMapped, 0u);
+    EXPECT_GT(c.readsOutOfReach, 0u);
+  });
+}
+
+// A sender that rewrites its input as soon as a call returns: the next rank
+// must have read the steps it reads in place by then (ring AllReduce cannot
+// return before; docs/fifo-protocol.md). Out of place and in place, on the
+// same buffers call after call, each call's inputs different.
+TEST_P(DirectProcesses, InputsReadInPlaceMayBeRewrittenOnReturn) {
+  ScopedEnv algo("NCCL_ALGO", "Ring");
+  ScopedEnv proto("NCCL_PROTO", "Simple");
+  runRanks(RankMode::kProcesses, GetParam(), [](RankContext& ctx) {
+    const size_t count = 300007;
+    Buffer send(ctx.comm, Source::kMemAlloc, count * sizeof(float));
+    Buffer recv(ctx.comm, Source::kMemAlloc, count * sizeof(float));
+    auto value = [](int rank, int call, size_t i) { return inputOf(rank + call, i * 3 + static_cast<size_t>(call)); };
+    for (int call = 0; call < 12; ++call) {
+      const bool inPlace = call % 2 == 1;
+      float* in = inPlace ? recv.floats() : send.floats();
+      for (size_t i = 0; i < count; ++i) in[i] = value(ctx.rank, call, i);
+      ASSERT_EQ(ncclAllReduce(in, recv.floats(), count, ncclFloat32, ncclSum, ctx.comm, nullptr), ncclSuccess)
+          << ncclGetLastError(ctx.comm);
+      for (size_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int r = 0; r < ctx.nranks; ++r) want += value(r, call, i);
+        if (recv.floats()[i] != want) {
+          ADD_FAILURE() << "rank " << ctx.rank << " call " << call << " element " << i << " is " << recv.floats()[i]
+                        << ", expected " << want;
+          break;
+        }
+      }
+      if (!inPlace) std::fill(send.floats(), send.floats() + count, -3.0f);  // at once, before the peers return
+    }
+    EXPECT_GT(directCounts(ctx.comm).readSteps, 0u);
   });
 }
 
@@ -221,6 +294,11 @@ TEST(DirectProcessesMixed, SharedAndPrivateBuffersInOneCall) {
     for (const Case& c : allCases()) runCase(ctx, ctx.rank == 1 ? Source::kPrivate : Source::kMemAlloc, c);
     const Counts c = directCounts(ctx.comm);
     EXPECT_GT(c.mapped + c.slots, 0u);  // which rank writes to rank 1 depends on the ring
+    // Rank 1's input is out of its consumer's reach, the others' are read.
+    if (ctx.rank == 1)
+      EXPECT_EQ(c.readSteps, 0u);
+    else
+      EXPECT_GT(c.readSteps, 0u);
   });
 }
 

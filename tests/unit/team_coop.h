@@ -103,6 +103,9 @@ class Team {
   // team reaches a posted buffer, and how often (every n-th write, 0: never)
   // the cross-memory kernel refuses a write, which the leader alone sees.
   DirectWay sharedWay = DirectWay::kPointer;
+  // Whether the team reaches a peer's posted input to read it in place
+  // (direct reads between "processes"), as a mapped segment would be.
+  bool sharedReads = true;
   int refuseEvery = 0;
   int crossWrites = 0;  // the leader's count
 
@@ -239,9 +242,15 @@ class TeamCoopT {
   // Direct mode (Direct only; prims_simple.h asks these for links of reach
   // kReachShared): every "process" is this one, so a posted address is
   // usable as is, and a cross-memory write is a memcpy, or a refusal that
-  // leaves the bytes in the slot (Team::refuseEvery).
+  // leaves the bytes in the slot (Team::refuseEvery). A posted input is
+  // read in place unless the team is told it cannot reach it
+  // (Team::sharedReads), as a process that may not map a segment.
   DirectPost describeDirect(const void* base, uint64_t) const {
-    return DirectPost{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0, 0};
+    return DirectPost{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0, uint64_t{1} << 32};
+  }
+  bool resolveRead(int, const DirectPost& post, uint64_t* addr) const {
+    *addr = post.base;
+    return team_.sharedReads;
   }
   DirectWay resolveDirect(int, const DirectPost& post, uint64_t* addr) const {
     *addr = post.base;

@@ -44,6 +44,11 @@ struct Case {
   bool shared = false;
   DirectWay sharedWay = DirectWay::kPointer;
   int refuseEvery = 0;
+  // Direct reads between "processes": this rank cannot reach its
+  // producer's input (it answers no), this rank does not offer its own
+  // (WEFT_DIRECT_READ=0); -1: none.
+  int cannotReach = -1;
+  int readsOff = -1;
   bool brokenLinks = false;  // exchanges: links 0-1 and 0-2 broken, so the plan relays
   int mismatchRank = -1;     // this rank's calls carry another sequence number: every wait must fail, none hang
   std::string str() const {
@@ -53,7 +58,8 @@ struct Case {
            (inPlace ? " in-place" : "") + " root=" + std::to_string(root) + (direct ? " direct" : "") +
            (brokenLinks ? " relays" : "") +
            (shared ? " shared way=" + std::to_string(static_cast<int>(sharedWay)) +
-                         " refuse=" + std::to_string(refuseEvery)
+                         " refuse=" + std::to_string(refuseEvery) + " cannotReach=" + std::to_string(cannotReach) +
+                         " readsOff=" + std::to_string(readsOff)
                    : "");
   }
 };
@@ -334,7 +340,7 @@ inline WorkItem makeItem(const Case& c, int call, Buffers& b) {
   w.dtype = isDataOnly(c.func) ? DataType::kUint8 : c.dtype;
   w.op = c.dtype == DataType::kInt32 ? RedOpKind::kMax : RedOpKind::kSum;
   w.direct = c.direct ? 1 : 0;
-  w.directRead = c.direct && c.func == Func::kAllReduce ? 1 : 0;  // a no-op where the links are shared
+  w.directRead = c.direct && c.func == Func::kAllReduce ? 1 : 0;
   w.root = c.root;
   w.seq = static_cast<uint32_t>(call + 1);
   w.recvbuff = b.recv.data();
@@ -372,6 +378,7 @@ void runCaseWith(const Case& c) {
       for (uint64_t i = 0; i < sendElems(c); ++i) store(c, b.send, i, inputValue(c, call, r, i));
       WorkItem item = makeItem(c, call, b);
       if (r == c.mismatchRank) item.coll.seq += 100;
+      if (r == c.readsOff) item.coll.directRead = 0;
       if (c.func == Func::kSendRecv) {  // a shift: to the next rank, from the previous one
         item.p2p.sendEnd = mesh.sendEnd(r, (r + 1) % c.k);
         item.p2p.recvEnd = mesh.recvEnd(r, (r + c.k - 1) % c.k);
@@ -392,6 +399,7 @@ void runCaseWith(const Case& c) {
     teams.push_back(std::make_unique<Team>(c.team, &abortFlag, kTimeoutNs, true));
     teams.back()->sharedWay = c.sharedWay;
     teams.back()->refuseEvery = c.refuseEvery;
+    teams.back()->sharedReads = r != c.cannotReach;
   }
   std::vector<WaitFailureInfo> failures(static_cast<size_t>(c.k * c.team));
   std::vector<std::thread> threads;
@@ -436,13 +444,16 @@ void runCaseWith(const Case& c) {
       ASSERT_EQ(bad, 0) << "rank " << r << " call " << call << ": " << bad << " wrong elements of " << recvElems(c);
     }
   mesh.expectDrained();
-  // Ring AllReduce in direct mode within one address space reads every
-  // rank's first steps in place; between processes (shared) they copy.
+  // Ring AllReduce in direct mode reads every rank's first steps in place,
+  // between "processes" too, except on the links whose consumer cannot
+  // reach the input or whose producer does not offer it.
   if (c.direct && c.func == Func::kAllReduce && c.algo == Algo::kRing && c.count >= static_cast<uint64_t>(c.k)) {
-    if (c.shared)
-      EXPECT_EQ(mesh.directReads(), 0u) << "steps read in place between processes";
-    else
-      EXPECT_GT(mesh.directReads(), 0u) << "no step was read in place";
+    EXPECT_GT(mesh.directReads(), 0u) << "no step was read in place";
+    for (int from = 0; from < c.k; ++from)
+      for (int to = 0; to < c.k; ++to)
+        if (from != to && (to == c.cannotReach || from == c.readsOff))
+          EXPECT_EQ(mesh.link(from, to).producer.directReads, 0u)
+              << from << " -> " << to << ": read in place where it was not to be";
   }
   if (c.refuseEvery > 0 && c.count >= 1000) {  // enough slices that some writes were refused
     int most = 0;

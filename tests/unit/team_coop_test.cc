@@ -230,21 +230,29 @@ TEST(TeamCoop, RingDirect) {
 // Direct mode between processes (one process here): the leader resolves and
 // the team follows; cross-memory writes copy a slice once the whole team
 // wrote it, and a refused write sends that slice and the rest of the call
-// through the slot on every thread.
+// through the slot on every thread. AllReduce reads first steps in place
+// where the consumer reaches the input and the producer offers it.
 TEST(TeamCoop, RingDirectBetweenProcesses) {
   struct Way {
     DirectWay way;
     int refuseEvery;
+    int cannotReach;
+    int readsOff;
   };
-  for (Way w : {Way{DirectWay::kPointer, 0}, Way{DirectWay::kCrossMemory, 0}, Way{DirectWay::kCrossMemory, 3}})
+  for (Way w : {Way{DirectWay::kPointer, 0, -1, -1}, Way{DirectWay::kCrossMemory, 0, -1, -1},
+                Way{DirectWay::kCrossMemory, 3, -1, -1}, Way{DirectWay::kPointer, 0, 1, -1},
+                Way{DirectWay::kPointer, 0, -1, 2}})
     for (Func func : {Func::kAllReduce, Func::kAllGather})
       for (int team : kTeams)
         for (uint64_t count : kCounts) {
+          if (func != Func::kAllReduce && (w.cannotReach >= 0 || w.readsOff >= 0)) continue;  // reads: AllReduce only
           Case c{func, Algo::kRing, Proto::kSimple, func == Func::kAllReduce ? DataType::kFloat32 : DataType::kUint8,
                  3,    team,        count};
           c.direct = c.shared = true;
           c.sharedWay = w.way;
           c.refuseEvery = w.refuseEvery;
+          c.cannotReach = w.cannotReach;
+          c.readsOff = w.readsOff;
           runCase(c);
           if (HasFatalFailure()) return;
         }

@@ -63,8 +63,9 @@ class HostCoop {
   // Ring calls in direct mode: peers' user buffers are addressable (threads),
   // mapped or reached by cross-memory attach (processes; see HostDirect).
   static constexpr bool kHasDirect = true;
-  // In direct calls, links within the process also let the consumer read
-  // the producer's input in place (prims_simple.h, directReadSend).
+  // In direct calls, links within the process, and AllReduce's links to
+  // processes that map the input's segment, also let the consumer read the
+  // producer's input in place (prims_simple.h, directReadSend).
   static constexpr bool kHasDirectRead = true;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
@@ -86,6 +87,11 @@ class HostCoop {
     if (config_.direct != nullptr) return config_.direct->resolve(peer, post, addr);
     *addr = post.base;
     return post.owner >> 32 == static_cast<uint64_t>(getpid()) ? DirectWay::kPointer : DirectWay::kSlot;
+  }
+  bool resolveRead(int peer, const DirectPost& post, uint64_t* addr) const {
+    if (config_.direct != nullptr) return config_.direct->resolveRead(peer, post, addr);
+    *addr = post.base;
+    return post.owner >> 32 == static_cast<uint64_t>(getpid());
   }
   bool crossWrite(int peer, const void* from, uint64_t remote, void* slot, uint64_t bytes) const {
     if (config_.direct != nullptr) return config_.direct->crossWrite(peer, from, remote, slot, bytes);
