@@ -53,6 +53,7 @@ PlanInputs planInputs(const Comm& comm) {
   in.llSumOnly = comm.backend != weftBackendHost;
   in.directPossible = comm.directAllowed && comm.nnodes == 1;
   in.directRead = comm.directRead;
+  in.readsInPlace = comm.backend == weftBackendHost;
   in.checkCalls = comm.checkCalls;
   in.firstSeq = comm.collSeq;
   return in;

@@ -275,16 +275,19 @@ void askTuner(const PlanInputs& in, const tuning::Choice& choice, int64_t totalB
             tuning::protocolName(answer.proto), *nch);
 }
 
-// Direct mode (ring AllReduce, AllGather, Broadcast under Simple, large):
+// Direct mode (ring AllReduce, AllGather, Broadcast under Simple, large; and
+// ReduceScatter where the backend reads in place, its only direct verb):
 // decided from inputs every rank shares, so both ends of every link agree.
+// Whether this rank's inputs may be read (directRead) is its own choice.
 void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* work) {
-  const bool ringColl =
-      work->func == Func::kAllReduce || work->func == Func::kAllGather || work->func == Func::kBroadcast;
+  const bool reads = work->func == Func::kAllReduce || work->func == Func::kReduceScatter;
+  const bool ringColl = work->func == Func::kAllReduce || work->func == Func::kAllGather ||
+                        work->func == Func::kBroadcast || (work->func == Func::kReduceScatter && in.readsInPlace);
   if (!in.directPossible || !ringColl || work->algo != device::Algo::kRing || work->proto != device::Proto::kSimple ||
       totalBytes < tuning::kDirectMinBytes)
     return;
   work->direct = 1;
-  work->directRead = in.directRead && work->func == Func::kAllReduce ? 1 : 0;
+  work->directRead = in.directRead && reads ? 1 : 0;
   WEFT_INFO(log::kTuning, "%s %lld bytes: direct (ranks write into each other's buffers%s)",
             tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
             work->directRead ? ", and read each other's inputs in place where reachable" : "");

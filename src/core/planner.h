@@ -50,9 +50,14 @@ struct PlanInputs {
   // into the peers' user buffers where a link reaches them (threads; processes
   // through mapped segments or cross-memory attach), else through the slots.
   bool directPossible = false;
-  // In those calls, ring AllReduce's first sends let the next rank read the
-  // input in place where it shares this address space (WEFT_DIRECT_READ).
+  // In those calls, ring AllReduce's and ReduceScatter's first sends let the
+  // next rank read the input in place where it reaches it (WEFT_DIRECT_READ,
+  // this rank's own choice).
   bool directRead = false;
+  // The backend reads inputs in place (the host's; device::Coop::
+  // kHasDirectRead): ReduceScatter, which only reads, runs direct there. The
+  // same on every rank, unlike directRead.
+  bool readsInPlace = false;
   bool torusAvailable = false;     // the backend runs the 2D torus and the communicator has a grid
   // The backend has one-shot, the exchanges, hierarchical ring and torus for
   // the sum and data-only calls only (extraSumOnly), and takes them only where

@@ -1,11 +1,12 @@
 // Direct reads between processes (links of reach kReachShared): the
-// handshake by which, in a direct ring AllReduce call, the next rank comes to
-// read a producer's input in place: through its own mapping of the
-// producer's ncclMemAlloc segment, or as is when both ranks are threads of
-// one process over the shm transport. docs/fifo-protocol.md, "Direct reads
-// between processes".
+// handshake by which, in a direct ring AllReduce or ReduceScatter call, the
+// next rank comes to read a producer's input in place: through its own
+// mapping of the producer's ncclMemAlloc segment, or as is when both ranks
+// are threads of one process over the shm transport. docs/fifo-protocol.md,
+// "Direct reads between processes".
 //
-//   producer, entering its n-th direct AllReduce call on the link:
+//   producer, entering its n-th direct call on the link (AllReduce or
+//   ReduceScatter):
 //       post its input (FifoControl::readSeq and fields, sequence lock as
 //       directSeq): where it lies (a DirectPost: address, owner, and its
 //       ncclMemAlloc segment if any) when reads are allowed, else owner 0
@@ -19,13 +20,13 @@
 //
 // The consumer answers every post, so the producer's choice (WEFT_DIRECT_READ)
 // needs no agreement: both ends only share that the call is a direct
-// AllReduce. A consumer that cannot reach the input (private memory of
-// another process, a segment it may not map) answers 2n and the steps go
-// through the slots: that costs speed, never data. Nothing of the post is
-// used beyond its call: it is resolved once per call, and the producer
-// posts again only in its next call, which begins after this one's reads
-// (ring AllReduce ends only once the steps read in place have been
-// combined, see ring.h).
+// AllReduce or ReduceScatter. A consumer that cannot reach the input
+// (private memory of another process, a segment it may not map) answers 2n
+// and the steps go through the slots: that costs speed, never data. Nothing
+// of the post is used beyond its call: it is resolved once per call, and
+// the producer posts again only in its next call, which begins after this
+// one's reads (ring AllReduce ends only once the steps read in place have
+// been combined, ReduceScatter once they are released: see ring.h).
 #pragma once
 
 #include "device/atomics.h"

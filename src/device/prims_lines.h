@@ -157,6 +157,7 @@ class LinePrims {
     recvReduceCopySend(src, dst, n, post);
   }
   WEFT_HD void directReadSend(const T* src, int64_t n) { send(src, n); }
+  WEFT_HD void directReadsDone() {}
 
   WEFT_HD void localCopy(const T* src, T* dst, int64_t n) {
     for (int64_t i = coop_.threadRank(); i < n; i += coop_.size()) dst[i] = op_.post(op_.pre(src[i]));

@@ -127,6 +127,31 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     send(src, n);
   }
 
+  // The end of a call whose steps read in place have no way back to this
+  // rank (ReduceScatter: nothing it receives is made from them): waits until
+  // every consumer that may have read this rank's input in place released
+  // every step, so the input is the caller's again when the call returns.
+  // Every thread of a team holds the same links and decisions, so all wait.
+  WEFT_HD void directReadsDone() {
+    if constexpr (Coop::kHasDirectRead && !RedOp::kHasPre) {
+      if (!direct_ || !readAllowed_) return;
+      auto pending = [&](int i) {
+        return (send_[i].reach == kReachAddress || readOk_[i]) && loadAcquire(send_[i].head) < send_[i].step;
+      };
+      auto drained = [&] {
+        for (int i = 0; i < kMaxSend && i < nSend_; ++i)
+          if (pending(i)) return false;
+        return true;
+      };
+      auto culprit = [&] {
+        for (int i = 0; i < kMaxSend && i < nSend_; ++i)
+          if (pending(i)) return WaitSite{send_[i].peer, 1, channel_};
+        return WaitSite{-1, 1, channel_};
+      };
+      coop_.waitUntil(drained, culprit);
+    }
+  }
+
   // Enters direct mode for one call whose outputs are the ownElems elements
   // at ownBase. Receive links with a shared mailbox post the buffer with the
   // next sequence number: it is ready for this call, since the call has

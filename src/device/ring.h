@@ -50,6 +50,9 @@ WEFT_HD void ringAllReduce(Prims& prims, const RingView& ring, const CollWork& w
 
 // ReduceScatter: rank r ends with the reduction of every rank's segment r.
 // The segment finishing at position p starts at p+1 and gathers k-1 inputs.
+// In direct mode the first send may leave its input to be read in place by
+// the next rank (directReadSend); nothing of that segment comes back to
+// this rank, so the call ends by waiting for those reads (directReadsDone).
 template <typename T, typename Prims>
 WEFT_HD void ringReduceScatter(Prims& prims, const RingView& ring, const CollWork& work) {
   const T* src = static_cast<const T*>(work.sendbuff);
@@ -63,10 +66,11 @@ WEFT_HD void ringReduceScatter(Prims& prims, const RingView& ring, const CollWor
   const int64_t chunk = static_cast<int64_t>(work.chunkElems);
   for (int64_t base = 0; base < n; base += chunk) {
     const int64_t len = minOf(chunk, n - base);
-    prims.send(src + rankOffset(ringMod(ring.index - 1, k)) + base, len);
+    prims.directReadSend(src + rankOffset(ringMod(ring.index - 1, k)) + base, len);
     for (int s = 2; s < k; ++s) prims.recvReduceSend(src + rankOffset(ringMod(ring.index - s, k)) + base, len);
     prims.recvReduceCopy(src + rankOffset(ring.index) + base, dst + start + base, len, true);
   }
+  prims.directReadsDone();
 }
 
 // AllGather: every rank's segment travels k-1 hops. In place when sendbuff

@@ -69,13 +69,14 @@ template <typename Prims, typename T, typename Coop, typename P>
 WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work, int nranks) {
   if constexpr (Coop::kHasDirect && std::is_same_v<P, ProtoSimple>) {
     const int64_t outElems = static_cast<int64_t>(work.count) * (work.func == Func::kAllGather ? nranks : 1);
-    // AllReduce: the links between processes also agree on reads in place
-    // (device/direct_reads.h), for which they need the input.
-    const bool reads = work.func == Func::kAllReduce;
+    // AllReduce and ReduceScatter: the links between processes also agree
+    // on reads in place (device/direct_reads.h), for which they need the
+    // input (count per rank for ReduceScatter).
+    const bool reads = work.func == Func::kAllReduce || work.func == Func::kReduceScatter;
+    const int64_t inElems = static_cast<int64_t>(work.count) * (work.func == Func::kReduceScatter ? nranks : 1);
     if (work.direct)
       return prims.beginDirect(static_cast<T*>(work.recvbuff), outElems, work.directRead != 0,
-                               reads ? static_cast<const T*>(work.sendbuff) : nullptr,
-                               reads ? static_cast<int64_t>(work.count) : 0);
+                               reads ? static_cast<const T*>(work.sendbuff) : nullptr, reads ? inElems : 0);
   }
   return true;
 }

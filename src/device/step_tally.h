@@ -79,6 +79,7 @@ class CountingPrims {
   void directCopySend(const T*, T*, int64_t n) { count(n, false, true); }
   void directRecvReduceCopySend(const T*, T*, int64_t n, bool) { count(n, true, true); }
   void directReadSend(const T*, int64_t n) { count(n, false, true); }
+  void directReadsDone() {}
   void localCopy(const T*, T*, int64_t) {}
 
  private:

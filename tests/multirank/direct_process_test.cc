@@ -224,32 +224,40 @@ TEST_P(DirectProcesses, RegisteredPrivateBuffersGoThroughTheFifoWithoutCrossMemo
 
 // A sender that rewrites its input as soon as a call returns: the next rank
 // must have read the steps it reads in place by then (ring AllReduce cannot
-// return before; docs/fifo-protocol.md). Out of place and in place, on the
-// same buffers call after call, each call's inputs different.
+// return before; ReduceScatter waits for it: docs/fifo-protocol.md). Out of
+// place and in place, on the same buffers call after call, each call's
+// inputs different.
 TEST_P(DirectProcesses, InputsReadInPlaceMayBeRewrittenOnReturn) {
   ScopedEnv algo("NCCL_ALGO", "Ring");
   ScopedEnv proto("NCCL_PROTO", "Simple");
   runRanks(RankMode::kProcesses, GetParam(), [](RankContext& ctx) {
-    const size_t count = 300007;
-    Buffer send(ctx.comm, Source::kMemAlloc, count * sizeof(float));
-    Buffer recv(ctx.comm, Source::kMemAlloc, count * sizeof(float));
+    const int n = ctx.nranks;
+    const size_t count = 300007;  // AllReduce's; ReduceScatter's per rank
+    Buffer send(ctx.comm, Source::kMemAlloc, count * n * sizeof(float));
+    Buffer recv(ctx.comm, Source::kMemAlloc, count * n * sizeof(float));
     auto value = [](int rank, int call, size_t i) { return inputOf(rank + call, i * 3 + static_cast<size_t>(call)); };
-    for (int call = 0; call < 12; ++call) {
-      const bool inPlace = call % 2 == 1;
+    for (int call = 0; call < 16; ++call) {
+      const bool inPlace = call % 2 == 1, scatters = call % 4 >= 2;
+      const size_t inCount = scatters ? count * n : count;
       float* in = inPlace ? recv.floats() : send.floats();
-      for (size_t i = 0; i < count; ++i) in[i] = value(ctx.rank, call, i);
-      ASSERT_EQ(ncclAllReduce(in, recv.floats(), count, ncclFloat32, ncclSum, ctx.comm, nullptr), ncclSuccess)
-          << ncclGetLastError(ctx.comm);
+      // ReduceScatter in place: the output is this rank's segment of the input.
+      float* out = inPlace && scatters ? recv.floats() + count * ctx.rank : recv.floats();
+      for (size_t i = 0; i < inCount; ++i) in[i] = value(ctx.rank, call, i);
+      const ncclResult_t rc = scatters ? ncclReduceScatter(in, out, count, ncclFloat32, ncclSum, ctx.comm, nullptr)
+                                       : ncclAllReduce(in, out, count, ncclFloat32, ncclSum, ctx.comm, nullptr);
+      ASSERT_EQ(rc, ncclSuccess) << ncclGetLastError(ctx.comm);
+      if (!inPlace) std::fill(in, in + inCount, -3.0f);  // at once, before the peers return
       for (size_t i = 0; i < count; ++i) {
+        const size_t at = scatters ? count * ctx.rank + i : i;
         float want = 0;
-        for (int r = 0; r < ctx.nranks; ++r) want += value(r, call, i);
-        if (recv.floats()[i] != want) {
-          ADD_FAILURE() << "rank " << ctx.rank << " call " << call << " element " << i << " is " << recv.floats()[i]
-                        << ", expected " << want;
+        for (int r = 0; r < n; ++r) want += value(r, call, at);
+        if (out[i] != want) {
+          ADD_FAILURE() << "rank " << ctx.rank << " call " << call << (scatters ? " (ReduceScatter)" : " (AllReduce)")
+                        << " element " << i << " is " << out[i] << ", expected " << want;
           break;
         }
       }
-      if (!inPlace) std::fill(send.floats(), send.floats() + count, -3.0f);  // at once, before the peers return
+      if (inPlace) std::fill(in, in + inCount, -5.0f);  // the output read, the buffer rewritten at once too
     }
     EXPECT_GT(directCounts(ctx.comm).readSteps, 0u);
   });

@@ -101,15 +101,31 @@ struct Pipes {
 };
 
 // Runs collectives until one fails (or 30 s pass), returning its result.
+// Calls of 128 KiB through the FIFO alternate with calls of 1 MiB on
+// ncclMemAlloc buffers, which run in direct mode within a node (their
+// handshakes: outputs written through the writer's mapping, inputs read
+// through the reader's), so a fault also lands in those waits.
 ncclResult_t collectivesUntilFailure(ncclComm_t comm, int* rounds) {
   std::vector<float> buf(1 << 15, 1.0f);
+  const size_t bigCount = 1 << 18;
+  void* big[2] = {nullptr, nullptr};
+  for (void*& b : big)
+    if (ncclMemAlloc(&b, bigCount * sizeof(float)) != ncclSuccess) return ncclSystemError;
+  std::fill(static_cast<float*>(big[0]), static_cast<float*>(big[0]) + bigCount, 1.0f);
   const int64_t end = nowNs() + 30 * 1000000000ll;
   ncclResult_t rc = ncclSuccess;
   while (nowNs() < end) {
-    rc = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    if (*rounds % 2 == 0)
+      rc = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr);
+    else
+      rc = ncclAllReduce(big[0], big[1], bigCount, ncclFloat32, ncclSum, comm, nullptr);
     if (rc != ncclSuccess) break;
     ++*rounds;
   }
+  // Not freed after a failure: a peer that is only slow may still read or
+  // write them (docs/fifo-protocol.md); the process exits soon after.
+  if (rc == ncclSuccess)
+    for (void* b : big) (void)ncclMemFree(b);
   return rc;
 }
 

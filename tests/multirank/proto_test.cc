@@ -230,14 +230,14 @@ INSTANTIATE_TEST_SUITE_P(Threads, Direct,
                                   std::to_string(std::get<1>(p.param)) + "ch";
                          });
 
-// ---- Direct reads: in direct ring AllReduce calls between threads, the
-// next rank reads each first step's data from this rank's input in place
-// (WEFT_DIRECT_READ, on by default; prims_simple.h directReadSend). Results
-// match the reference in and out of place, call after call on the same
-// buffers; calls that may not read (a pre-op: float averages and PreMulSum;
-// AllGather) read nothing, beside them on the same links; the FIFO ends'
-// count (weftCommDescribe) shows the reads happened, and none with
-// WEFT_DIRECT_READ=0.
+// ---- Direct reads: in direct ring AllReduce and ReduceScatter calls between
+// threads, the next rank reads each first step's data from this rank's
+// input in place (WEFT_DIRECT_READ, on by default; prims_simple.h
+// directReadSend). Results match the reference in and out of place, call
+// after call on the same buffers; calls that may not read (a pre-op: float
+// averages and PreMulSum; AllGather) read nothing, beside them on the same
+// links; the FIFO ends' count (weftCommDescribe) shows the reads happened,
+// and none with WEFT_DIRECT_READ=0.
 
 unsigned long long directReads(ncclComm_t comm) {
   char text[16384];
@@ -266,11 +266,14 @@ TEST_P(DirectRead, FirstStepsAreReadInPlaceAndMatchTheReference) {
     copying.push_back({CollOp::kAllReduce, ncclFloat64, TestOp::kAvg, 150001, 0, inPlace == 1});
     copying.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kPreMulHost, 300007, 0, inPlace == 1});
     copying.push_back({CollOp::kAllGather, ncclInt8, TestOp::kSum, 300007, 0, inPlace == 1});
+    copying.push_back({CollOp::kReduceScatter, ncclFloat32, TestOp::kPreMulHost, 100003, 0, inPlace == 1});
     for (int repeat = 0; repeat < 2; ++repeat) {
       reading.push_back({CollOp::kAllReduce, ncclFloat32, TestOp::kSum, 300007, 0, inPlace == 1});
       reading.push_back({CollOp::kAllReduce, ncclInt32, TestOp::kMax, 70001, 0, inPlace == 1});
       reading.push_back({CollOp::kAllReduce, ncclInt64, TestOp::kAvg, 100003, 0, inPlace == 1});
       reading.push_back({CollOp::kAllReduce, ncclBfloat16, TestOp::kProd, 250001, 0, inPlace == 1});
+      reading.push_back({CollOp::kReduceScatter, ncclFloat32, TestOp::kSum, 100003, 0, inPlace == 1});
+      reading.push_back({CollOp::kReduceScatter, ncclInt64, TestOp::kMin, 40001, 0, inPlace == 1});
     }
   }
   runRanks(RankMode::kThreads, nranks, [&](RankContext& ctx) {

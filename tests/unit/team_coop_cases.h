@@ -340,7 +340,7 @@ inline WorkItem makeItem(const Case& c, int call, Buffers& b) {
   w.dtype = isDataOnly(c.func) ? DataType::kUint8 : c.dtype;
   w.op = c.dtype == DataType::kInt32 ? RedOpKind::kMax : RedOpKind::kSum;
   w.direct = c.direct ? 1 : 0;
-  w.directRead = c.direct && c.func == Func::kAllReduce ? 1 : 0;
+  w.directRead = c.direct && (c.func == Func::kAllReduce || c.func == Func::kReduceScatter) ? 1 : 0;
   w.root = c.root;
   w.seq = static_cast<uint32_t>(call + 1);
   w.recvbuff = b.recv.data();
@@ -444,10 +444,11 @@ void runCaseWith(const Case& c) {
       ASSERT_EQ(bad, 0) << "rank " << r << " call " << call << ": " << bad << " wrong elements of " << recvElems(c);
     }
   mesh.expectDrained();
-  // Ring AllReduce in direct mode reads every rank's first steps in place,
-  // between "processes" too, except on the links whose consumer cannot
-  // reach the input or whose producer does not offer it.
-  if (c.direct && c.func == Func::kAllReduce && c.algo == Algo::kRing && c.count >= static_cast<uint64_t>(c.k)) {
+  // Ring AllReduce and ReduceScatter in direct mode read every rank's first
+  // steps in place, between "processes" too, except on the links whose
+  // consumer cannot reach the input or whose producer does not offer it.
+  const bool reads = c.func == Func::kAllReduce || c.func == Func::kReduceScatter;
+  if (c.direct && reads && c.algo == Algo::kRing && c.count >= static_cast<uint64_t>(c.k)) {
     EXPECT_GT(mesh.directReads(), 0u) << "no step was read in place";
     for (int from = 0; from < c.k; ++from)
       for (int to = 0; to < c.k; ++to)
@@ -455,7 +456,9 @@ void runCaseWith(const Case& c) {
           EXPECT_EQ(mesh.link(from, to).producer.directReads, 0u)
               << from << " -> " << to << ": read in place where it was not to be";
   }
-  if (c.refuseEvery > 0 && c.count >= 1000) {  // enough slices that some writes were refused
+  // Enough slices that some writes were refused (ReduceScatter writes into
+  // no peer's buffer: it only reads).
+  if (c.refuseEvery > 0 && c.count >= 1000 && c.func != Func::kReduceScatter) {
     int most = 0;
     for (const auto& team : teams) most = std::max(most, team->crossWrites);
     EXPECT_GE(most, c.refuseEvery) << "no cross-memory write was refused";

@@ -213,13 +213,14 @@ TEST(TeamCoop, SendRecv) { sweep(Func::kSendRecv, Algo::kRing, Proto::kSimple, D
 
 // Direct mode: ranks write final segments straight into the next rank's
 // output (one address space), as the cuda team does between ranks of one
-// process on one GPU: team-safe with many threads.
+// process on one GPU, and read first steps in place (AllReduce,
+// ReduceScatter): team-safe with many threads.
 TEST(TeamCoop, RingDirect) {
-  for (Func func : {Func::kAllReduce, Func::kAllGather, Func::kBroadcast})
+  for (Func func : {Func::kAllReduce, Func::kAllGather, Func::kBroadcast, Func::kReduceScatter})
     for (int team : kTeams)
       for (uint64_t count : kCounts) {
-        Case c{func, Algo::kRing, Proto::kSimple, func == Func::kAllReduce ? DataType::kFloat32 : DataType::kUint8,
-               3,    team,        count};
+        const bool reduces = func == Func::kAllReduce || func == Func::kReduceScatter;
+        Case c{func, Algo::kRing, Proto::kSimple, reduces ? DataType::kFloat32 : DataType::kUint8, 3, team, count};
         c.root = 1;
         c.direct = true;
         runCase(c);
@@ -242,12 +243,12 @@ TEST(TeamCoop, RingDirectBetweenProcesses) {
   for (Way w : {Way{DirectWay::kPointer, 0, -1, -1}, Way{DirectWay::kCrossMemory, 0, -1, -1},
                 Way{DirectWay::kCrossMemory, 3, -1, -1}, Way{DirectWay::kPointer, 0, 1, -1},
                 Way{DirectWay::kPointer, 0, -1, 2}})
-    for (Func func : {Func::kAllReduce, Func::kAllGather})
+    for (Func func : {Func::kAllReduce, Func::kAllGather, Func::kReduceScatter})
       for (int team : kTeams)
         for (uint64_t count : kCounts) {
-          if (func != Func::kAllReduce && (w.cannotReach >= 0 || w.readsOff >= 0)) continue;  // reads: AllReduce only
-          Case c{func, Algo::kRing, Proto::kSimple, func == Func::kAllReduce ? DataType::kFloat32 : DataType::kUint8,
-                 3,    team,        count};
+          const bool reduces = func == Func::kAllReduce || func == Func::kReduceScatter;
+          if (!reduces && (w.cannotReach >= 0 || w.readsOff >= 0)) continue;  // reads: the reducing calls only
+          Case c{func, Algo::kRing, Proto::kSimple, reduces ? DataType::kFloat32 : DataType::kUint8, 3, team, count};
           c.direct = c.shared = true;
           c.sharedWay = w.way;
           c.refuseEvery = w.refuseEvery;
