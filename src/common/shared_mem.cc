@@ -141,11 +141,18 @@ char* PeerSegments::map(const SharedSpan& span, std::string* why, bool* gone) {
   return static_cast<char*>(base);
 }
 
+// Only segments a living owner freed: it freed them after the calls that
+// posted them, and those calls' reads and writes through this mapping were
+// over before they returned. A dead owner's segments stay mapped until the
+// communicator goes: another channel of this rank may still be reading or
+// writing through them in a call that is failing because of that death.
 void PeerSegments::sweepFreed() {
   for (auto it = entries_.begin(); it != entries_.end();) {
     struct stat st {};
     const std::string path = strFormat("/proc/%d/fd/%d", it->pid, it->fd);
-    if (stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_ino) == it->segment) {
+    const bool held = stat(path.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_ino) == it->segment;
+    const bool ownerGone = !held && stat(strFormat("/proc/%d", it->pid).c_str(), &st) != 0;
+    if (held || ownerGone) {
       ++it;
       continue;
     }

@@ -44,9 +44,10 @@ size_t sharedLiveCount();
 
 // This process's mappings of other processes' segments: each segment opened
 // once and kept until the object goes away, or until its owner freed it:
-// from kSweepAt mappings on, each new one first unmaps those whose owner no
-// longer holds them (a segment being written in a call is live in its owner,
-// so no mapping in use is ever unmapped). Thread-safe.
+// from kSweepAt mappings on, each new one first unmaps those whose owner,
+// alive, no longer holds them (a segment read or written in a call is live
+// in its owner, so no mapping in use is unmapped; a dead owner's are kept,
+// since a failing call of another channel may still use them). Thread-safe.
 class PeerSegments {
  public:
   static constexpr size_t kSweepAt = 16;
