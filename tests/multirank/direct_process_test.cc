@@ -303,10 +303,11 @@ TEST(DirectProcessesMixed, SharedAndPrivateBuffersInOneCall) {
     const Counts c = directCounts(ctx.comm);
     EXPECT_GT(c.mapped + c.slots, 0u);  // which rank writes to rank 1 depends on the ring
     // Rank 1's input is out of its consumer's reach, the others' are read.
-    if (ctx.rank == 1)
+    if (ctx.rank == 1) {
       EXPECT_EQ(c.readSteps, 0u);
-    else
+    } else {
       EXPECT_GT(c.readSteps, 0u);
+    }
   });
 }
 

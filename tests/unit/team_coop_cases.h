@@ -452,9 +452,10 @@ void runCaseWith(const Case& c) {
     EXPECT_GT(mesh.directReads(), 0u) << "no step was read in place";
     for (int from = 0; from < c.k; ++from)
       for (int to = 0; to < c.k; ++to)
-        if (from != to && (to == c.cannotReach || from == c.readsOff))
+        if (from != to && (to == c.cannotReach || from == c.readsOff)) {
           EXPECT_EQ(mesh.link(from, to).producer.directReads, 0u)
               << from << " -> " << to << ": read in place where it was not to be";
+        }
   }
   // Enough slices that some writes were refused (ReduceScatter writes into
   // no peer's buffer: it only reads).
