@@ -164,8 +164,8 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // segment, by cross-memory attach, or through the slots.
   // readInPlace: directReadSend may let peers read this rank's input.
   // input/inputElems: the call's input, given in calls where the ends of
-  // links between processes agree to read inputs in place (AllReduce: see
-  // beginReads); null elsewhere.
+  // links between processes agree on reads in place (AllReduce and
+  // ReduceScatter: see beginReads); null elsewhere.
   WEFT_HD bool beginDirect(T* ownBase, int64_t ownElems, bool readInPlace = false, const T* input = nullptr,
                            int64_t inputElems = 0) {
     direct_ = true;
