@@ -288,9 +288,16 @@ void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* wo
     return;
   work->direct = 1;
   work->directRead = in.directRead && reads ? 1 : 0;
-  WEFT_INFO(log::kTuning, "%s %lld bytes: direct (ranks write into each other's buffers%s)",
-            tuning::collKindName(collKind(work->func)), static_cast<long long>(totalBytes),
-            work->directRead ? ", and read each other's inputs in place where reachable" : "");
+  const char* how =
+      work->func == Func::kReduceScatter
+          ? (work->directRead
+                 ? "the next rank reads this rank's input in place where reachable"
+                 : "this rank's input copied, WEFT_DIRECT_READ=0; the previous rank's may be read in place")
+          : (work->directRead ? "ranks write into each other's buffers, and read each other's inputs "
+                                "in place where reachable"
+                              : "ranks write into each other's buffers");
+  WEFT_INFO(log::kTuning, "%s %lld bytes: direct (%s)", tuning::collKindName(collKind(work->func)),
+            static_cast<long long>(totalBytes), how);
 }
 
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth
