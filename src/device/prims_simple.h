@@ -165,18 +165,22 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // readInPlace: directReadSend may let peers read this rank's input.
   // input/inputElems: the call's input, given in calls where the ends of
   // links between processes agree on reads in place (AllReduce and
-  // ReduceScatter: see beginReads); null elsewhere.
+  // ReduceScatter: see beginReads); null elsewhere. ownBase null: a call that
+  // writes into no peer's buffer (ReduceScatter) posts and resolves no
+  // output; both ends still count the call, so later posts keep their
+  // numbers.
   WEFT_HD bool beginDirect(T* ownBase, int64_t ownElems, bool readInPlace = false, const T* input = nullptr,
                            int64_t inputElems = 0) {
     direct_ = true;
     readAllowed_ = readInPlace;
     ownBase_ = ownBase;
+    const bool writable = ownBase != nullptr;
     bool described = false;
     DirectPost post{};
     for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
       if (recv_[i].reach == kReachNone) continue;
       recv_[i].directCalls += 1;
-      if (!coop_.leader()) continue;
+      if (!coop_.leader() || !writable) continue;
       if (recv_[i].reach == kReachShared && !described) {
         post = coop_.describeDirect(ownBase, static_cast<uint64_t>(ownElems) * sizeof(T));
         described = true;
@@ -185,7 +189,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     }
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
       way_[i] = DirectWay::kSlot;
-      resolved_[i] = send_[i].reach == kReachNone;
+      resolved_[i] = send_[i].reach == kReachNone || !writable;
       if (send_[i].reach != kReachNone) send_[i].directCalls += 1;
     }
     beginReads(Coop::kHasDirectRead ? input : nullptr, inputElems);

@@ -74,8 +74,10 @@ WEFT_HD bool beginRingDirect(Prims& prims, const CollWork& work, int nranks) {
     // input (count per rank for ReduceScatter).
     const bool reads = work.func == Func::kAllReduce || work.func == Func::kReduceScatter;
     const int64_t inElems = static_cast<int64_t>(work.count) * (work.func == Func::kReduceScatter ? nranks : 1);
+    // ReduceScatter writes into no peer's buffer: no output to post.
+    T* out = work.func == Func::kReduceScatter ? nullptr : static_cast<T*>(work.recvbuff);
     if (work.direct)
-      return prims.beginDirect(static_cast<T*>(work.recvbuff), outElems, work.directRead != 0,
+      return prims.beginDirect(out, outElems, work.directRead != 0,
                                reads ? static_cast<const T*>(work.sendbuff) : nullptr, reads ? inElems : 0);
   }
   return true;
