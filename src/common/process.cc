@@ -1,9 +1,12 @@
 #include "common/process.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 
 namespace weft {
@@ -26,7 +29,21 @@ char processState(pid_t pid) {
   return '?';
 }
 
+std::atomic<pid_t> gPid{0};
+
+void forgetPidInChild() { gPid.store(0, std::memory_order_relaxed); }
+
 }  // namespace
+
+pid_t thisProcessId() {
+  pid_t pid = gPid.load(std::memory_order_relaxed);
+  if (pid != 0) return pid;
+  static const bool kRegistered = pthread_atfork(nullptr, nullptr, forgetPidInChild) == 0;
+  pid = getpid();
+  // Without the handler a forked child could read its parent's id: keep asking.
+  if (kRegistered) gPid.store(pid, std::memory_order_relaxed);
+  return pid;
+}
 
 bool processAlive(pid_t pid) {
   if (pid <= 0) return true;

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "common/log.h"
+#include "common/process.h"
 
 namespace weft {
 namespace {
@@ -82,7 +83,7 @@ bool sharedFind(const void* p, size_t bytes, SharedSpan* out) {
   out->segment = it->second.inode;
   out->offset = offset;
   out->segBytes = it->second.bytes;
-  out->pid = static_cast<int32_t>(getpid());
+  out->pid = static_cast<int32_t>(thisProcessId());
   out->fd = it->second.fd;
   return true;
 }

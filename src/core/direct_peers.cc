@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/log.h"
+#include "common/process.h"
 
 namespace weft::core {
 
@@ -19,7 +20,7 @@ DirectPeers::DirectPeers(int rank, int nranks, bool crossMemory, bool refuseForT
 
 device::DirectPost DirectPeers::describe(const void* base, uint64_t bytes) {
   device::DirectPost post{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0,
-                          static_cast<uint64_t>(getpid()) << 32};
+                          static_cast<uint64_t>(thisProcessId()) << 32};
   SharedSpan span;
   if (bytes > 0 && sharedFind(base, bytes, &span)) {
     post.segment = span.segment;
@@ -55,7 +56,7 @@ char* DirectPeers::mapPosted(int peer, const device::DirectPost& post, bool* gon
 device::DirectWay DirectPeers::resolve(int peer, const device::DirectPost& post, uint64_t* addr) {
   const pid_t pid = static_cast<pid_t>(post.owner >> 32);
   *addr = post.base;
-  if (pid == getpid()) return device::DirectWay::kPointer;  // threads over the shm transport
+  if (pid == thisProcessId()) return device::DirectWay::kPointer;  // threads over the shm transport
   if (post.segment != 0) {
     bool gone = false;
     if (char* at = mapPosted(peer, post, &gone)) {
@@ -78,7 +79,7 @@ device::DirectWay DirectPeers::resolve(int peer, const device::DirectPost& post,
 bool DirectPeers::resolveRead(int peer, const device::DirectPost& post, uint64_t* addr) {
   const pid_t pid = static_cast<pid_t>(post.owner >> 32);
   *addr = post.base;
-  if (pid == getpid()) return true;  // threads over the shm transport
+  if (pid == thisProcessId()) return true;  // threads over the shm transport
   if (post.segment != 0) {
     bool gone = false;
     if (char* at = mapPosted(peer, post, &gone)) {

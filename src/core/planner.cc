@@ -284,7 +284,7 @@ void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* wo
   const bool ringColl = work->func == Func::kAllReduce || work->func == Func::kAllGather ||
                         work->func == Func::kBroadcast || (work->func == Func::kReduceScatter && in.readsInPlace);
   if (!in.directPossible || !ringColl || work->algo != device::Algo::kRing || work->proto != device::Proto::kSimple ||
-      totalBytes < tuning::kDirectMinBytes)
+      totalBytes < tuning::directMinBytes(collKind(work->func), in.intraLink == tuning::LinkType::kThreads))
     return;
   work->direct = 1;
   work->directRead = in.directRead && reads ? 1 : 0;

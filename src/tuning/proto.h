@@ -48,11 +48,20 @@ class ProtoFilter {
 constexpr int64_t kLLMaxBytesRing = 256;
 constexpr int64_t kLLMaxBytesOneShot = 256;
 
-// Smallest ring AllReduce, AllGather or Broadcast (all ranks' bytes) that
-// runs in direct mode when every rank is a thread of one process: below it
+// Smallest ring call (all ranks' bytes) that runs in direct mode: below it
 // the per-call handshake (one more hand-off per link) outweighs the copy
-// saved (docs/performance.md).
-constexpr int64_t kDirectMinBytes = 256 << 10;
+// saved. Measured on the host backend, 2 ranks, with the consumer reading
+// its output after each call (weft-perf --touch, which charges direct
+// writes for the lines they leave in the writer's cache; docs/performance.md,
+// "Direct mode's threshold"):
+//  - AllReduce and ReduceScatter, whose first steps the next rank reads in
+//    place: from 32 KiB between threads (every input reachable); from
+//    64 KiB between processes, where an input not in an ncclMemAlloc
+//    segment cannot be read and the handshake is then pure cost (at 32 KiB
+//    ~10 % slower with private buffers, 1.1-2x faster with shared ones);
+//  - AllGather (writes only): from 64 KiB;
+//  - Broadcast: from 256 KiB (below it slower with --touch).
+int64_t directMinBytes(CollKind coll, bool threadsOnly);
 
 struct ProtoInputs {
   CollKind coll = CollKind::kAllReduce;

@@ -81,17 +81,17 @@ class HostCoop {
   DirectPost describeDirect(const void* base, uint64_t bytes) const {
     if (config_.direct != nullptr) return config_.direct->describe(base, bytes);
     return DirectPost{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)), 0, 0, 0,
-                      static_cast<uint64_t>(getpid()) << 32};
+                      static_cast<uint64_t>(thisProcessId()) << 32};
   }
   DirectWay resolveDirect(int peer, const DirectPost& post, uint64_t* addr) const {
     if (config_.direct != nullptr) return config_.direct->resolve(peer, post, addr);
     *addr = post.base;
-    return post.owner >> 32 == static_cast<uint64_t>(getpid()) ? DirectWay::kPointer : DirectWay::kSlot;
+    return post.owner >> 32 == static_cast<uint64_t>(thisProcessId()) ? DirectWay::kPointer : DirectWay::kSlot;
   }
   bool resolveRead(int peer, const DirectPost& post, uint64_t* addr) const {
     if (config_.direct != nullptr) return config_.direct->resolveRead(peer, post, addr);
     *addr = post.base;
-    return post.owner >> 32 == static_cast<uint64_t>(getpid());
+    return post.owner >> 32 == static_cast<uint64_t>(thisProcessId());
   }
   bool crossWrite(int peer, const void* from, uint64_t remote, void* slot, uint64_t bytes) const {
     if (config_.direct != nullptr) return config_.direct->crossWrite(peer, from, remote, slot, bytes);
