@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/process.h"
 #include "common/shared_mem.h"
 
 namespace weft {
@@ -65,6 +66,8 @@ class Owner {
     pid_ = -1;
   }
 
+  pid_t pid() const { return pid_; }
+
   std::vector<SharedSpan> spans;
 
  private:
@@ -113,6 +116,23 @@ TEST(PeerSegments, MapsOnceAndSeesTheOwnersData) {
     EXPECT_EQ(mapOne(&segments, owner.spans[i]), bases[i]) << "mapped twice";
   }
   EXPECT_EQ(segments.mapped(), 3u);
+}
+
+// The process id a segment names is its owner's own, also in a child forked
+// after the parent cached its id (thisProcessId): a peer opens the segment
+// through /proc/<pid>/fd, so a stale id would open another process's file.
+TEST(PeerSegments, AForkedOwnerNamesItsOwnProcess) {
+  const pid_t parent = thisProcessId();
+  ASSERT_EQ(parent, getpid());
+  Owner owner(1, 0);
+  ASSERT_EQ(owner.spans.size(), 1u);
+  EXPECT_EQ(owner.spans[0].pid, owner.pid());
+  EXPECT_NE(owner.spans[0].pid, parent);
+  PeerSegments segments;
+  char* base = mapOne(&segments, owner.spans[0]);
+  ASSERT_NE(base, nullptr);
+  EXPECT_EQ(base[0], 1);
+  EXPECT_EQ(thisProcessId(), getpid());
 }
 
 // A living owner frees half its segments: the next mapping past kSweepAt

@@ -1,8 +1,8 @@
 // The planner's protocol and direct-mode choices on narrow inputs: LL for
 // small calls and with it LL-sized chunks; Simple beyond the threshold and
-// wherever LL is impossible; direct mode only for large ring AllReduce,
-// AllGather and Broadcast under Simple when every rank is a thread of one
-// process.
+// wherever LL is impossible; direct mode only for ring AllReduce, AllGather
+// and Broadcast (and ReduceScatter where the backend reads in place) under
+// Simple, from each collective's threshold, where the backend has it.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -48,6 +48,39 @@ TEST(PlanProto, LargeCallsRunSimpleAndDirect) {
   }
   EXPECT_EQ(planOne(inputs(&any), device::Func::kReduceScatter, 1 << 20).direct, 0);
   EXPECT_EQ(planOne(inputs(&any), device::Func::kReduce, 1 << 20).direct, 0);
+}
+
+// Each collective's threshold (tuning::directMinBytes, all ranks' bytes):
+// direct from it, not from half of it; AllReduce and ReduceScatter lower
+// between threads, whose inputs are always readable.
+TEST(PlanProto, DirectFromEachCollectivesThreshold) {
+  const tuning::ProtoFilter any;
+  struct Case {
+    device::Func func;
+    tuning::CollKind coll;
+    size_t elemBytes;  // of the count the call takes
+    int64_t threads, processes;
+  };
+  const Case cases[] = {
+      {device::Func::kAllReduce, tuning::CollKind::kAllReduce, sizeof(float), 32 << 10, 64 << 10},
+      {device::Func::kReduceScatter, tuning::CollKind::kReduceScatter, sizeof(float), 32 << 10, 64 << 10},
+      {device::Func::kAllGather, tuning::CollKind::kAllGather, sizeof(float), 64 << 10, 64 << 10},
+      {device::Func::kBroadcast, tuning::CollKind::kBroadcast, sizeof(float), 256 << 10, 256 << 10},
+  };
+  for (const Case& c : cases) {
+    for (bool threads : {true, false}) {
+      const int64_t min = threads ? c.threads : c.processes;
+      EXPECT_EQ(tuning::directMinBytes(c.coll, threads), min) << tuning::collKindName(c.coll);
+      PlanInputs in = inputs(&any);
+      in.readsInPlace = true;
+      in.intraLink = threads ? tuning::LinkType::kThreads : tuning::LinkType::kShm;
+      // AllGather and ReduceScatter count one rank's part of the 2 ranks' bytes.
+      const bool perRank = c.func == device::Func::kAllGather || c.func == device::Func::kReduceScatter;
+      const size_t count = static_cast<size_t>(min) / c.elemBytes / (perRank ? 2 : 1);
+      EXPECT_EQ(planOne(in, c.func, count).direct, 1) << tuning::collKindName(c.coll) << " threads " << threads;
+      EXPECT_EQ(planOne(in, c.func, count / 2).direct, 0) << tuning::collKindName(c.coll) << " threads " << threads;
+    }
+  }
 }
 
 TEST(PlanProto, NoDirectAcrossProcessesOrUnderLL) {
