@@ -125,8 +125,8 @@ ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter) {
 
 int64_t directMinBytes(CollKind coll, bool threadsOnly) {
   switch (coll) {
-    case CollKind::kAllReduce:
-    case CollKind::kReduceScatter: return threadsOnly ? 32 << 10 : 64 << 10;
+    case CollKind::kAllReduce: return threadsOnly ? 16 << 10 : 32 << 10;
+    case CollKind::kReduceScatter: return threadsOnly ? 16 << 10 : 64 << 10;
     case CollKind::kAllGather: return 64 << 10;
     default: return 256 << 10;
   }

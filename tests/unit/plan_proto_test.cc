@@ -62,8 +62,8 @@ TEST(PlanProto, DirectFromEachCollectivesThreshold) {
     int64_t threads, processes;
   };
   const Case cases[] = {
-      {device::Func::kAllReduce, tuning::CollKind::kAllReduce, sizeof(float), 32 << 10, 64 << 10},
-      {device::Func::kReduceScatter, tuning::CollKind::kReduceScatter, sizeof(float), 32 << 10, 64 << 10},
+      {device::Func::kAllReduce, tuning::CollKind::kAllReduce, sizeof(float), 16 << 10, 32 << 10},
+      {device::Func::kReduceScatter, tuning::CollKind::kReduceScatter, sizeof(float), 16 << 10, 64 << 10},
       {device::Func::kAllGather, tuning::CollKind::kAllGather, sizeof(float), 64 << 10, 64 << 10},
       {device::Func::kBroadcast, tuning::CollKind::kBroadcast, sizeof(float), 256 << 10, 256 << 10},
   };
