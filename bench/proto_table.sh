@@ -44,7 +44,7 @@ for ((r = 0; r < runs; r++)); do
   perf bw-procs-cma 8 WEFT_DIRECT=1 WEFT_CMA=1 -- "${big[@]}" --private-buffers
   perf bw-procs-private 8 WEFT_DIRECT=1 WEFT_CMA=0 -- "${big[@]}" --private-buffers
   "$build/bin/memcpy_bw" 10 | awk '$1 == 67108864 {print $3}' >>"$tmp/memcpy"
-  "$build/bin/pingpong" 100000 5 | awk '/hand-off/ {print $(NF-1)}' >>"$tmp/handoff"
+  "$build/bin/pingpong" 100000 5 | awk '/hand-off \(half\)/ {print $(NF-1)}' >>"$tmp/handoff"
 done
 handoff=$(median <"$tmp/handoff")
 echo "cache-line hand-off (half ping-pong round trip): $handoff ns"
