@@ -85,15 +85,22 @@ WEFT_HD bool allAligned16(const T* const* s, T* const* d) {
 // streams, the stores into the output that is a peer's FIFO slot (or its
 // user buffer) stalled the loop: the ring's recvReduceCopySend took 87 % of
 // a 2-rank 32 KiB AllReduce, and a two-thread benchmark of that pattern ran
-// 3-4x slower fused than split (one store stream each). A block stays in L1
-// between its two passes. Measured on 2 ranks (weft-perf, alternating
-// runs): the ring's 4-64 KiB AllReduce 0.51-0.70 of its time before,
-// 256 KiB-16 MiB unchanged within 8 % (docs/performance.md).
-constexpr int64_t kHostBlockBytes = 2048;
+// 3-4x slower fused than split (one store stream each). Blocks were 2 KiB
+// until 2026-11-28; in hours when the development VM's cores were far
+// apart (a cache-line hand-off of ~240 ns rather than ~80), the FIFO ring
+// ran 1.2-1.5x faster with 8 KiB blocks (2 ranks, 64 KiB-1 MiB) and
+// 1.35-1.6x with 16 KiB; with near cores all three were level. 8 KiB keeps
+// a block of each source and the result in a 32 KiB L1 between the passes
+// (docs/performance.md, "The ring's two-output blocks").
+constexpr int64_t kHostBlockBytes = 8192;
 
 template <int NSrc, int NDst, typename T, typename RedOp, typename Coop>
 WEFT_HD void reduceCopyFixed(Coop& coop, const RedOp& op, const T* const* srcs, T* const* dsts, int64_t n,
                              int preSource, bool applyPost);
+
+// memcpy out of line: with a length the compiler knows to be at most a
+// block it expands the copy inline as `rep movsq`.
+__attribute__((noinline)) inline void hostCopy(void* to, const void* from, size_t bytes) { memcpy(to, from, bytes); }
 
 template <int NSrc, int NDst, typename T, typename RedOp, typename Coop>
 WEFT_HD void reduceThenCopy(Coop& coop, const RedOp& op, const T* const* srcs, T* const* dsts, int64_t n, int preSource,
@@ -106,7 +113,7 @@ WEFT_HD void reduceThenCopy(Coop& coop, const RedOp& op, const T* const* srcs, T
     T* first[1] = {dsts[0] + base};
     reduceCopyFixed<NSrc, 1>(coop, op, s, first, len, preSource, applyPost);
     for (int k = 1; k < NDst; ++k)
-      if (dsts[k] != dsts[0]) memcpy(dsts[k] + base, dsts[0] + base, static_cast<size_t>(len) * sizeof(T));
+      if (dsts[k] != dsts[0]) hostCopy(dsts[k] + base, dsts[0] + base, static_cast<size_t>(len) * sizeof(T));
   }
 }
 #endif
