@@ -1,6 +1,6 @@
 // The host's data loop (device/reduce_copy.h) against a scalar reference:
 // every source and output count a verb uses, sizes on both sides of the
-// 2 KiB blocks that a result with several outputs is written in (combined
+// blocks (kHostBlockBytes) that a result with several outputs is written in (combined
 // into the first output, then copied to the others), pre- and post-ops,
 // in place, an output given twice, and pointers off 16-byte alignment.
 #include <gtest/gtest.h>
@@ -20,8 +20,11 @@ struct OneThread {
   static constexpr int threadRank() { return 0; }
 };
 
-// Element counts around the 2 KiB block for 4-byte types (512 elements).
-const std::vector<int64_t> kCounts = {1, 7, 511, 512, 513, 1024, 1500, 4099};
+// Element counts around the block (kHostBlockBytes) for 4-byte types and
+// for doubles, and across several blocks.
+constexpr int64_t kBlock4 = kHostBlockBytes / 4;
+const std::vector<int64_t> kCounts = {1,   7, 511, kBlock4 / 2 + 1, kBlock4 - 1, kBlock4, kBlock4 + 1, 2 * kBlock4 + 3,
+                                      1500};
 
 template <typename T>
 T inputValue(int source, int64_t i) {
@@ -94,7 +97,7 @@ TEST(HostReduceCopy, PreAndPostOpsWithSeveralOutputs) {
 
 TEST(HostReduceCopy, PointersOffSixteenByteAlignment) {
   for (int64_t offset : {1, 2, 3})
-    for (int64_t n : {int64_t{513}, int64_t{1500}}) {
+    for (int64_t n : {int64_t{513}, kHostBlockBytes / 4 + 5}) {
       check<float>(FuncSum<float>{}, 2, 2, n, -1, false, offset);
       check<int32_t>(FuncPreMulSum<int32_t>{7}, 3, 3, n, 2, false, offset);
     }
