@@ -11,14 +11,20 @@
 //    link (each keeps to its own region and step sequence).
 //  - The region layout: LL lines sit after the Simple slots, LL128's after
 //    them, and the Simple counters do not move when only lines run.
+//  - The producer's write hint (device/prefetch.h) is issued exactly where
+//    the kernel says the processor has PREFETCHW.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "device/backend/host/host_coop.h"
+#include "device/prefetch.h"
 #include "device/primitives.h"
 #include "device/reduce_ops.h"
 #include "fifo_link.h"
@@ -250,6 +256,30 @@ TEST(LL, RegionLayout) {
                                 static_cast<char*>(odd.memory.get())),
             transport::FifoLayout::totalBytes(1000));
 }
+
+#if defined(__x86_64__)
+// Linux names CPUID 0x80000001 ECX bit 8 "3dnowprefetch" in /proc/cpuinfo:
+// the hint must be on exactly when that flag is listed (a processor without
+// it would at best ignore the opcode, so Weft does not rely on that).
+TEST(Prefetch, WriteHintFollowsTheProcessorsFlag) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  bool listed = false;
+  bool sawFlags = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    sawFlags = true;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::string word;
+    while (words >> word) listed = listed || word == "3dnowprefetch";
+    break;
+  }
+  ASSERT_TRUE(sawFlags) << "/proc/cpuinfo has no flags line";
+  EXPECT_EQ(kHostPrefetchW, listed);
+  EXPECT_EQ(cpuHasPrefetchW(), listed);
+}
+#endif
 
 }  // namespace
 }  // namespace weft::device
