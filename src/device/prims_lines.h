@@ -285,6 +285,15 @@ class LinePrims {
   }
 
  protected:
+  // Host, producers: asks for send unit `unit` of this step (of unitBytes
+  // line bytes; past `units` nothing) owned on every send link, ahead of
+  // the stores (prims_ll.h, prims_ll128.h say why).
+  WEFT_HD void prefetchSendUnit(int64_t unit, int64_t units, int64_t unitBytes, int ns) {
+    if (unit >= units) return;
+    for (int i = 0; i < kMaxSend && i < ns; ++i)
+      for (int64_t b = 0; b < unitBytes; b += 64) prefetchForWrite(lineStep(region(send_[i])) + unit * unitBytes + b);
+  }
+
   Coop& coop_;
   RedOp op_;
   int channel_;

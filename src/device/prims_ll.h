@@ -115,10 +115,6 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
   // 6.5-7.4 -> 3.8-4.1 (docs/performance.md, "Small Broadcast").
   static constexpr int64_t kPacksPerLine = 64 / kLLPackLineBytes;
   static constexpr int64_t kWriteAhead = 4;
-  WEFT_HD void prefetchSendLine(int64_t line, int64_t lines, int ns) {
-    if (line >= lines) return;
-    for (int i = 0; i < kMaxSend && i < ns; ++i) prefetchForWrite(lineStep(this->send_[i].ll) + line * 64);
-  }
 
   template <bool Src, bool Dst>
   WEFT_HD bool moveSlice(const T* src, T* dst, int64_t n, int nr, int ns, int ownPos, bool pre, bool post) {
@@ -126,11 +122,11 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
     bool ok = true;
 #if !WEFT_DEVICE_PASS
     const int64_t lines = divUp<int64_t>(packs, kPacksPerLine);
-    for (int64_t l = 0; ns > 0 && l < kWriteAhead; ++l) prefetchSendLine(l, lines, ns);
+    for (int64_t l = 0; ns > 0 && l < kWriteAhead; ++l) this->prefetchSendUnit(l, lines, 64, ns);
 #endif
     for (int64_t p = this->coop_.threadRank(); ok && p < packs; p += this->coop_.size()) {
 #if !WEFT_DEVICE_PASS
-      if (ns > 0 && p % kPacksPerLine == 0) prefetchSendLine(p / kPacksPerLine + kWriteAhead, lines, ns);
+      if (ns > 0 && p % kPacksPerLine == 0) this->prefetchSendUnit(p / kPacksPerLine + kWriteAhead, lines, 64, ns);
 #endif
       const int count = static_cast<int>(minOf<int64_t>(kPerPack, n - p * kPerPack));
       ok = movePack<Src, Dst>(src, dst, p, count, nr, ns, ownPos, pre, post);

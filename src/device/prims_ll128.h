@@ -134,16 +134,8 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
   }
 
   // Host: the send lines asked for owned kWriteAhead lines ahead of the
-  // stores, as LL's producer does (prims_ll.h): both 64-byte halves.
+  // stores, as LL's producer does (prims_ll.h).
   static constexpr int64_t kWriteAhead = 2;
-  WEFT_HD void prefetchSendLine(int64_t line, int64_t lines, int ns) {
-    if (line >= lines) return;
-    for (int i = 0; i < kMaxSend && i < ns; ++i) {
-      const char* at = lineStep(this->send_[i].ll128) + line * kLL128LineBytes;
-      prefetchForWrite(at);
-      prefetchForWrite(at + 64);
-    }
-  }
 
   // Out of line on the GPU (portable.h): inlined into every verb, it more
   // than doubled the build time of LL128's kernels.
@@ -157,12 +149,13 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
     // Every thread runs every round (see above); after a failed wait the
     // later waits fail at once.
 #if !WEFT_DEVICE_PASS
-    for (int64_t l = 0; ns > 0 && lane == 0 && l < kWriteAhead; ++l) prefetchSendLine(l + mine, lines, ns);
+    for (int64_t l = 0; ns > 0 && lane == 0 && l < kWriteAhead; ++l)
+      this->prefetchSendUnit(l + mine, lines, kLL128LineBytes, ns);
 #endif
     for (int64_t base = 0; base < lines; base += perRound) {
       const int64_t line = base + mine;
 #if !WEFT_DEVICE_PASS
-      if (ns > 0 && lane == 0) prefetchSendLine(line + kWriteAhead, lines, ns);
+      if (ns > 0 && lane == 0) this->prefetchSendUnit(line + kWriteAhead, lines, kLL128LineBytes, ns);
 #endif
       ok = moveUnit<Src, Dst>(src, dst, n, line, lane, line < lines, nr, ns, ownPos, pre, post) && ok;
     }
