@@ -219,6 +219,24 @@ WEFT_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, 
   });
 }
 
+WEFT_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return apiCall("ncclCommShrink", comm, [&]() -> weft::Status {
+    WEFT_RETURN_IF_ERROR(checkOut(newcomm, "newcomm"));
+    *newcomm = nullptr;
+    WEFT_RETURN_IF_ERROR(checkComm(comm));
+    CommConfig childConfig = asComm(comm)->config;
+    if (config != nullptr) {
+      WEFT_ASSIGN_OR_RETURN(childConfig, parseConfig(config));
+    }
+    Comm* child = nullptr;
+    WEFT_RETURN_IF_ERROR(
+        shrinkComm(asComm(comm), excludeRanksList, excludeRanksCount, childConfig, shrinkFlags, &child));
+    *newcomm = static_cast<ncclComm*>(child);
+    return weft::okStatus();
+  });
+}
+
 WEFT_NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return apiCall("ncclCommFinalize", comm, [&]() -> weft::Status {
     WEFT_RETURN_IF_ERROR(checkComm(comm));

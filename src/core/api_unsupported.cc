@@ -5,17 +5,6 @@
 
 using namespace weft::core;
 
-WEFT_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
-              ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  (void)excludeRanksList, (void)excludeRanksCount, (void)config, (void)shrinkFlags;
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return apiCall("ncclCommShrink", comm, [] {
-    return notSupported("ncclCommShrink",
-                        "use ncclCommSplit with NCCL_SPLIT_NOCOLOR on the excluded ranks while "
-                        "they are alive");
-  });
-}
-
 // NCCL 2.28: exported so programs built against a 2.28 header link.
 WEFT_NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
   (void)revokeFlags;

@@ -3,7 +3,9 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -84,7 +86,8 @@ Status Bootstrap::noticeStatus() const {
                      n.why.c_str());
 }
 
-Status Bootstrap::checkAbort() const {
+Status Bootstrap::checkAbort(bool recovering) const {
+  if (recovering) return okStatus();
   if (abortFlag_ && abortFlag_->load(std::memory_order_relaxed))
     return errorStatus(ncclInvalidUsage, "rank %d: bootstrap interrupted by ncclCommAbort", rank_);
   // In init's final barrier a notice from a rank that passed it does not stop
@@ -108,11 +111,11 @@ bool Bootstrap::awaitNotice(int graceMs) const {
   return mailbox_->noticed();
 }
 
-Status Bootstrap::peerGone(int peer, const char* how) {
+Status Bootstrap::peerGone(int peer, const char* how, bool recovering) {
   // The peer may have gone because another rank failed first, and its
   // notice may be on its way (from the peer itself, before it exited): give
   // it a moment, so the error names the rank that failed first.
-  if (awaitNotice(kNoticeGraceMs)) return noticeStatus();
+  if (!recovering && awaitNotice(kNoticeGraceMs)) return noticeStatus();
   int expected = -1;
   suspect_.compare_exchange_strong(expected, peer);
   const std::string where =
@@ -138,17 +141,19 @@ bool Bootstrap::peerAlive(int peer) {
   return true;
 }
 
-std::function<Status()> Bootstrap::waitCheck(int peer) {
+std::function<Status()> Bootstrap::waitCheck(int peer) { return waitCheck(peer, false); }
+
+std::function<Status()> Bootstrap::waitCheck(int peer, bool recovering) {
   auto nextProbe = std::make_shared<int64_t>(nowNs() + kProbeEveryNs);
   const pid_t pid =
       peer >= 0 && static_cast<size_t>(peer) < peerPids_.size() ? peerPids_[static_cast<size_t>(peer)] : 0;
-  return [this, peer, pid, nextProbe]() -> Status {
-    WEFT_RETURN_IF_ERROR(checkAbort());
+  return [this, peer, pid, nextProbe, recovering]() -> Status {
+    WEFT_RETURN_IF_ERROR(checkAbort(recovering));
     // Called every 100 ms: a local peer's exit costs a signal-0 kill, not a connection.
-    if (pid > 0 && !processAlive(pid)) return peerGone(peer, "its process exited");
+    if (pid > 0 && !processAlive(pid)) return peerGone(peer, "its process exited", recovering);
     if (nowNs() < *nextProbe) return okStatus();
     *nextProbe = nowNs() + kProbeEveryNs;
-    if (!peerAlive(peer)) return peerGone(peer, "its bootstrap listener refuses connections");
+    if (!peerAlive(peer)) return peerGone(peer, "its bootstrap listener refuses connections", recovering);
     return okStatus();
   };
 }
@@ -255,17 +260,23 @@ Status Bootstrap::connectRing(const SocketAddress& next) {
 }
 
 Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
+  return sendTo(peer, tag, data, bytes, false);
+}
+
+Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) { return recvFrom(peer, tag, data, bytes, false); }
+
+Status Bootstrap::sendTo(int peer, int tag, const void* data, size_t bytes, bool recovering) {
   // Every peer listens from its join on: a refusal means it is gone, and
   // retrying would only wait for the timeout.
   const SocketAddress& to = peers_[static_cast<size_t>(peer)];
   const Deadline limit = deadline();
   Result<Socket> conn = Status();
   for (;;) {
-    WEFT_RETURN_IF_ERROR(checkAbort());
+    WEFT_RETURN_IF_ERROR(checkAbort(recovering));
     int err = 0;
     conn = Socket::connectOnce(to, kNoticeConnectMs, &err);
     if (conn.ok()) break;
-    if (err == ECONNREFUSED) return peerGone(peer, "its bootstrap listener refuses connections");
+    if (err == ECONNREFUSED) return peerGone(peer, "its bootstrap listener refuses connections", recovering);
     if (limit.expired()) return conn.status().withContext(strFormat("rank %d: bootstrap send to rank %d", rank_, peer));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // unreachable for now: not a busy loop
   }
@@ -276,16 +287,17 @@ Status Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
   // away (its init failed, or it aborted), maybe on another rank's failure.
   if (!sent.ok() && !limit.expired())
     return peerGone(peer,
-                    strFormat("its bootstrap listener closed the connection (%s)", sent.message().c_str()).c_str());
+                    strFormat("its bootstrap listener closed the connection (%s)", sent.message().c_str()).c_str(),
+                    recovering);
   return sent;
 }
 
-Status Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
+Status Bootstrap::recvFrom(int peer, int tag, void* data, size_t bytes, bool recovering) {
   const WaitLimit limit = waitLimit();
-  Result<std::vector<char>> taken = mailbox_->take(peer, tag, limit, waitCheck(peer));
+  Result<std::vector<char>> taken = mailbox_->take(peer, tag, limit, waitCheck(peer, recovering));
   if (!taken.ok()) {
     // Ended by abort, a notice, or the peer found gone: said already.
-    if (!limit.deadline.expired()) return taken.status();
+    if (!limit.deadline.expired() || recovering) return taken.status();
     // Out of time on a peer that is silent but alive: it may be waiting on
     // the rank that failed, whose waiter's notice is then on its way. If
     // none comes, this peer is the suspect a failure report names
@@ -392,6 +404,56 @@ Status Bootstrap::allGather(void* data, size_t bytes) {
     WEFT_RETURN_IF_ERROR(exchange(base + sendSlot * bytes, base + recvSlot * bytes, bytes));
   }
   return okStatus();
+}
+
+Status Bootstrap::gatherAmong(const std::vector<int>& members, int tag, void* data, size_t bytes) {
+  const auto self = std::find(members.begin(), members.end(), rank_);
+  if (self == members.end())
+    return errorStatus(ncclInternalError, "rank %d: gatherAmong without this rank among the members", rank_);
+  char* base = static_cast<char*>(data);
+  const size_t all = bytes * members.size();
+  const int leader = members.front();
+  // The first member's verdict (tag + 1), then, when good, everything (tag +
+  // 2): a member it could not hear from is named to the others at once, and
+  // a member that counts other members than it fails rather than waiting.
+  struct Verdict {
+    int32_t failedRank;  // -1: good
+    int32_t members;
+    char why[400];
+  };
+  Verdict verdict{-1, static_cast<int32_t>(members.size()), {}};
+  if (self != members.begin()) {
+    WEFT_RETURN_IF_ERROR(sendTo(leader, tag, base + static_cast<size_t>(self - members.begin()) * bytes, bytes, true));
+    WEFT_RETURN_IF_ERROR(recvFrom(leader, tag + 1, &verdict, sizeof(verdict), true));
+    verdict.why[sizeof(verdict.why) - 1] = '\0';
+    if (verdict.failedRank >= 0)
+      return errorStatus(ncclRemoteError, "rank %d: rank %d, which gathers the others, heard nothing from rank %d: %s",
+                         rank_, leader, verdict.failedRank, verdict.why);
+    if (verdict.members != static_cast<int32_t>(members.size()))
+      return errorStatus(ncclInvalidUsage,
+                         "rank %d: rank %d, which gathers the others, counts %d ranks taking part and this rank %zu: "
+                         "expected the same ranks on every one",
+                         rank_, leader, verdict.members, members.size());
+    return recvFrom(leader, tag + 2, base, all, true);
+  }
+  Status gathered = okStatus();
+  for (size_t i = 1; i < members.size() && gathered.ok(); ++i) {
+    gathered = recvFrom(members[i], tag, base + i * bytes, bytes, true);
+    if (!gathered.ok()) {
+      verdict.failedRank = members[i];
+      std::snprintf(verdict.why, sizeof(verdict.why), "%s", gathered.message().c_str());
+    }
+  }
+  // Every member that is still there hears the verdict, good or bad.
+  Status told = okStatus();
+  for (size_t i = 1; i < members.size(); ++i) {
+    if (members[i] == verdict.failedRank) continue;
+    Status sent = sendTo(members[i], tag + 1, &verdict, sizeof(verdict), true);
+    if (sent.ok() && gathered.ok()) sent = sendTo(members[i], tag + 2, base, all, true);
+    if (told.ok() && !sent.ok()) told = sent;
+  }
+  WEFT_RETURN_IF_ERROR(gathered);
+  return told;
 }
 
 Status Bootstrap::barrier() {

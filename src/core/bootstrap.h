@@ -52,6 +52,14 @@ class Bootstrap {
   // Waits for the message; fails early when the peer is found gone (its
   // listener refuses connections), on abort, or on a failure notice.
   Status recv(int peer, int tag, void* data, size_t bytes);
+  // ncclCommShrink's exchange among `members` (ranks of this communicator,
+  // ascending, this rank among them): member i's `bytes` at data + i * bytes
+  // end at every member. Point to point through the first member, so ranks
+  // left out (dead, hung or busy elsewhere) take no part. Failure notices
+  // and this communicator's abort flag do not end it (recovering from them
+  // is what shrinking is for); a member found gone, or silent past the wait
+  // limit, does, named. Uses tags `tag` to `tag` + 2.
+  Status gatherAmong(const std::vector<int>& members, int tag, void* data, size_t bytes);
 
   // Failure propagation. notifyFailure tells every other rank that rank
   // `origin` failed and why, to all at once and within half a second; each
@@ -92,9 +100,14 @@ class Bootstrap {
   Status connectRing(const SocketAddress& next);
   Status exchange(const void* sendData, void* recvData, size_t bytes);
   Deadline deadline() const;
-  // Abort, or a failure notice: why a wait must end now.
-  Status checkAbort() const;
-  Status peerGone(int peer, const char* how);
+  // `recovering`: a wait of gatherAmong, which abort and failure notices do
+  // not end, and whose errors blame the peer waited on, not a notice's rank.
+  Status sendTo(int peer, int tag, const void* data, size_t bytes, bool recovering);
+  Status recvFrom(int peer, int tag, void* data, size_t bytes, bool recovering);
+  std::function<Status()> waitCheck(int peer, bool recovering);
+  // Abort, or a failure notice: why a wait must end now (never, recovering).
+  Status checkAbort(bool recovering = false) const;
+  Status peerGone(int peer, const char* how, bool recovering = false);
   void passOnJoinFailure(const Status& failure);
 
   int rank_;

@@ -118,10 +118,6 @@ TEST(Versions, NcclApiAndWeft) {
 
 TEST(Unsupported, EntryPointsFailWithAClearMessage) {
   runRanks(RankMode::kThreads, 2, [](RankContext& ctx) {
-    ncclComm_t child = nullptr;
-    int exclude = 1;
-    EXPECT_EQ(ncclCommShrink(ctx.comm, &exclude, 1, &child, nullptr, 0), ncclInvalidUsage);
-    expectMessage(ctx.comm, {"ncclCommShrink", "not supported"});
     EXPECT_EQ(ncclCommRevoke(ctx.comm, 0), ncclInvalidUsage);
     expectMessage(ctx.comm, {"ncclCommRevoke", "not supported"});
     char devComm[64] = {};
