@@ -58,23 +58,57 @@ Status runInitsConcurrently(std::vector<std::function<Status()>>& inits) {
   return okStatus();
 }
 
+namespace {
+
+// The outermost end's common part: the group's state taken, its inits run;
+// an error recorded in the group or an init's failure drops its operations.
+Status closeGroup(GroupState* state) {
+  *state = std::move(tlsGroup);
+  tlsGroup = GroupState();
+  Status status;
+  if (!state->inits.empty()) {
+    std::vector<std::function<Status()>> inits;
+    for (DeferredInit& d : state->inits) inits.push_back(std::move(d.run));
+    status = runInitsConcurrently(inits);
+  }
+  if (!state->error.ok() || !status.ok()) {
+    discardTasks(state->comms);
+    return !state->error.ok() ? state->error : status;
+  }
+  return okStatus();
+}
+
+}  // namespace
+
 Status groupEnd() {
   if (tlsGroupDepth == 0) return errorStatus(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--tlsGroupDepth > 0) return okStatus();
-  GroupState state = std::move(tlsGroup);
-  tlsGroup = GroupState();
-  Status status;
-  if (!state.inits.empty()) {
-    std::vector<std::function<Status()>> inits;
-    for (DeferredInit& d : state.inits) inits.push_back(std::move(d.run));
-    status = runInitsConcurrently(inits);
-  }
-  if (!state.error.ok() || !status.ok()) {
-    discardTasks(state.comms);
-    return !state.error.ok() ? state.error : status;
-  }
+  GroupState state;
+  WEFT_RETURN_IF_ERROR(closeGroup(&state));
   if (state.comms.empty()) return okStatus();
   return launchComms(state.comms);
+}
+
+Status groupSimulateEnd(double* estimatedUs) {
+  if (tlsGroupDepth == 0)
+    return errorStatus(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+  if (--tlsGroupDepth > 0) return okStatus();
+  GroupState state;
+  WEFT_RETURN_IF_ERROR(closeGroup(&state));
+  double longest = 0;
+  Status status;
+  for (Comm* comm : state.comms) {
+    Result<double> us = simulateComm(comm);
+    if (!us.ok()) {
+      status = us.status();
+      break;
+    }
+    longest = std::max(longest, us.value());
+  }
+  discardTasks(state.comms);
+  WEFT_RETURN_IF_ERROR(status);
+  *estimatedUs = longest;
+  return okStatus();
 }
 
 }  // namespace weft::core

@@ -14,6 +14,12 @@ struct Comm;
 bool inGroup();
 Status groupStart();
 Status groupEnd();
+// ncclGroupSimulateEnd: ends the group as groupEnd does (inits inside it
+// run), but plans its operations instead of running them and drops them;
+// *estimatedUs is the model's time of the group: per communicator the sum
+// of its operations' estimates, the largest over the communicators (which
+// run side by side). An inner group's end leaves *estimatedUs as it is.
+Status groupSimulateEnd(double* estimatedUs);
 
 // Called by enqueue inside a group: the communicator has queued work.
 void groupAddComm(Comm* comm);

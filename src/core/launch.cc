@@ -56,6 +56,7 @@ PlanInputs planInputs(const Comm& comm) {
   in.readsInPlace = comm.backend == weftBackendHost;
   in.checkCalls = comm.checkCalls;
   in.firstSeq = comm.collSeq;
+  in.nodeOf = &comm.nodeOf;
   return in;
 }
 
@@ -437,6 +438,13 @@ Status launchLocked(Comm* const* comms, size_t n) {
 }
 
 }  // namespace
+
+Result<double> simulateComm(Comm* comm) {
+  std::lock_guard<ExecLock> lock(comm->execMutex);
+  Plan plan;
+  WEFT_RETURN_IF_ERROR(planTasks(planInputs(*comm), comm->collTasks, comm->p2pTasks, &plan));
+  return plan.estimatedUs;
+}
 
 void discardTasks(const std::vector<Comm*>& comms) {
   for (Comm* comm : comms) clearTasks(comm);

@@ -33,4 +33,10 @@ void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status)
 // Drops queued tasks without running them (a group that failed early).
 void discardTasks(const std::vector<Comm*>& comms);
 
+// ncclGroupSimulateEnd: the model's time, us, of the comm's queued tasks,
+// planned as their launch would plan them (Plan::estimatedUs). Nothing is
+// launched or connected, and nothing that ranks must agree on (the call
+// sequence, the reusable plan) changes; the tasks stay queued.
+Result<double> simulateComm(Comm* comm);
+
 }  // namespace weft::core

@@ -238,6 +238,58 @@ double lineUs(const PlanInputs& in, tuning::Protocol proto, tuning::CollKind col
   return e.applies ? e.us : simpleUs;
 }
 
+tuning::Algorithm modelAlgo(device::Algo algo) {
+  switch (algo) {
+    case device::Algo::kTree: return tuning::Algorithm::kTree;
+    case device::Algo::kOneShot: return tuning::Algorithm::kOneShot;
+    case device::Algo::kButterfly: return tuning::Algorithm::kButterfly;
+    case device::Algo::kHalvingDoubling: return tuning::Algorithm::kHalvingDoubling;
+    case device::Algo::kHierRing: return tuning::Algorithm::kHierarchicalRing;
+    case device::Algo::kTorus2D: return tuning::Algorithm::kTorus2D;
+    default: return tuning::Algorithm::kRing;
+  }
+}
+
+// The model's time of a call as planned: the algorithm and protocol chosen
+// (by the model, NCCL_ALGO and NCCL_PROTO, or a tuner plugin).
+double plannedUs(const PlanInputs& in, const tuning::Choice& choice, const device::CollWork& work, int64_t totalBytes) {
+  const tuning::Algorithm a = modelAlgo(work.algo);
+  const tuning::CollKind coll = collKind(work.func);
+  const int i = static_cast<int>(a);
+  const double simple =
+      choice.estimateUs[i] >= 0 ? choice.estimateUs[i] : lineUs(in, tuning::Protocol::kSimple, coll, a, totalBytes, 0);
+  if (work.proto == device::Proto::kLL)
+    return choice.llUs[i] >= 0 ? choice.llUs[i] : lineUs(in, tuning::Protocol::kLL, coll, a, totalBytes, simple);
+  if (work.proto == device::Proto::kLL128)
+    return choice.ll128Us[i] >= 0 ? choice.ll128Us[i]
+                                  : lineUs(in, tuning::Protocol::kLL128, coll, a, totalBytes, simple);
+  return simple;
+}
+
+// Bytes over a local copy's bandwidth, us.
+double copyUs(const PlanInputs& in, double bytes) {
+  return bytes / (figuresOf(in).get(tuning::Figure::kCopyGBs) * 1e3);
+}
+
+// A group's sends and receives run side by side: the slowest, each one hop
+// of its link (within the node or across), a copy for self.
+double peersUs(const PlanInputs& in, const std::vector<P2pTask>& p2ps) {
+  const tuning::LinkFigures links = linksOf(in, tuning::Protocol::kSimple);
+  auto nodeOf = [&](int r) {
+    return in.nodeOf && static_cast<size_t>(r) < in.nodeOf->size() ? (*in.nodeOf)[static_cast<size_t>(r)] : 0;
+  };
+  double slowest = 0;
+  for (const P2pTask& t : p2ps) {
+    const double bytes = static_cast<double>(t.bytes);
+    double us = copyUs(in, bytes);
+    if (t.peer != in.rank)
+      us = nodeOf(t.peer) != nodeOf(in.rank) ? links.interLatUs + bytes / (links.interGBs * 1e3)
+                                             : links.intraLatUs + bytes / (links.intraGBs * 1e3);
+    slowest = std::max(slowest, us);
+  }
+  return slowest;
+}
+
 // A tuner plugin (NCCL_TUNER_PLUGIN) is offered Weft's estimates for the
 // combinations NCCL's cost table has (Ring and Tree under Simple, LL and
 // LL128, where possible and allowed) and may pick one of them and the
@@ -322,6 +374,7 @@ void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* pl
   if (in.tuner != nullptr && task.func != Func::kReduce)
     askTuner(in, choice, totalBytes, elemSize, simpleChunk, &work, &nch);
   chooseDirect(in, totalBytes, &work);
+  plan->estimatedUs += plannedUs(in, choice, work, totalBytes);
   work.seq = static_cast<uint32_t>(seq);
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   for (int c = 0; c < nch; ++c) {
@@ -433,6 +486,7 @@ void Plan::reset(int nChannels) {
   exchangeChannels.clear();
   hierChannels.clear();
   torusChannels.clear();
+  estimatedUs = 0;
 }
 
 namespace {
@@ -465,7 +519,12 @@ bool planAsCopies(const PlanInputs& in, const std::vector<CollTask>& colls, Plan
 Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const std::vector<P2pTask>& p2ps,
                  Plan* plan) {
   plan->reset(in.channels);
-  if (planAsCopies(in, colls, plan)) return p2ps.empty() ? okStatus() : pairSelf(p2ps, in.rank, plan);
+  if (planAsCopies(in, colls, plan)) {
+    for (const SelfCopy& c : plan->selfCopies) plan->estimatedUs += copyUs(in, static_cast<double>(c.bytes));
+    if (p2ps.empty()) return okStatus();
+    plan->estimatedUs += peersUs(in, p2ps);
+    return pairSelf(p2ps, in.rank, plan);
+  }
   uint64_t seq = in.firstSeq;
   PlanInputs inputs = in;
   inputs.pipeOps = static_cast<int>(std::max<size_t>(1, colls.size()));
@@ -478,6 +537,7 @@ Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const
     WEFT_RETURN_IF_ERROR(pairSelf(p2ps, in.rank, plan));
     beginBatch(plan, device::KernelKey{true, device::DataType::kUint8, device::RedOpKind::kSum});
     planPeers(in, p2ps, plan);
+    plan->estimatedUs += peersUs(in, p2ps);
     endBatch(plan);
     plan->batches.back().hasP2p = true;
   }

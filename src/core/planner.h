@@ -74,6 +74,8 @@ struct PlanInputs {
   // collectives in the group being planned (its numPipeOps).
   const tuning::TunerSession* tuner = nullptr;
   int pipeOps = 1;
+  // Per rank, its node (null: all on one): a send/recv's link, for estimatedUs.
+  const std::vector<int>* nodeOf = nullptr;
 };
 
 // A send/recv item whose FIFO ends are bound once its connections exist.
@@ -117,6 +119,11 @@ struct Plan {
   std::vector<int> hierChannels;
   // Channels running the 2D torus: connected to its row and column neighbours first.
   std::vector<int> torusChannels;
+  // The model's time of what was planned, us (ncclGroupSimulateEnd): each
+  // collective under the algorithm and protocol chosen for it, one after
+  // another, then the slowest of the sends and receives (they run side by
+  // side); one rank's copies at the copy bandwidth.
+  double estimatedUs = 0;
   // The planner's scratch for a group's sends and receives (planPeers),
   // kept with the plan so that planning a send/recv call allocates nothing.
   struct PeerTask {

@@ -127,8 +127,69 @@ TEST(Unsupported, EntryPointsFailWithAClearMessage) {
     expectMessage(ctx.comm, {"ncclDevCommDestroy", "not supported"});
     expectUsable(ctx);
   });
+}
+
+// The model's time of a group of `calls` AllReduces of `count` floats on
+// comm, simulated (nothing runs: out stays as it was).
+float simulateAllReduces(ncclComm_t comm, size_t count, int calls) {
+  std::vector<float> in(count, 1.0f), out(count, -7.0f);
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+  EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < calls; ++i)
+    EXPECT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclSuccess) << ncclGetLastError(comm);
+  EXPECT_EQ(out.front(), -7.0f) << "a simulated group ran";
+  EXPECT_EQ(out.back(), -7.0f) << "a simulated group ran";
+  return sim.estimatedTime;
+}
+
+// ncclGroupSimulateEnd plans the group, runs nothing, and gives the cost
+// model's time: larger for more bytes, the sum for calls one after another.
+// Only rank 0 simulates, so a following call shows that nothing the ranks
+// must agree on moved.
+TEST(GroupSimulate, EstimatesWithoutRunningAndLeavesTheCommInStep) {
+  runRanks(RankMode::kThreads, 2, [](RankContext& ctx) {
+    if (ctx.rank == 0) {
+      const float small = simulateAllReduces(ctx.comm, 2, 1);
+      const float large = simulateAllReduces(ctx.comm, 1 << 22, 1);
+      const float twice = simulateAllReduces(ctx.comm, 1 << 22, 2);
+      EXPECT_GT(small, 0.0f);
+      EXPECT_GT(large, 10 * small);
+      EXPECT_NEAR(twice, 2 * large, 0.01 * large);
+      // Sends and receives: a hop of 1 MiB, more than an 8-byte AllReduce.
+      std::vector<char> buf(1 << 20);
+      ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+      ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+      EXPECT_EQ(ncclSend(buf.data(), buf.size(), ncclInt8, 1, ctx.comm, nullptr), ncclSuccess);
+      EXPECT_EQ(ncclRecv(buf.data(), buf.size(), ncclInt8, 1, ctx.comm, nullptr), ncclSuccess);
+      EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclSuccess) << ncclGetLastError(ctx.comm);
+      EXPECT_GT(sim.estimatedTime, small);
+    }
+    expectUsable(ctx);
+  });
+}
+
+// A simInfo missing or not initialised is named and leaves the group open:
+// ncclGroupEnd then runs it. Without a group the call is refused.
+TEST(GroupSimulate, BadSimInfoLeavesTheGroupOpen) {
+  runRanks(RankMode::kThreads, 2, [](RankContext& ctx) {
+    std::vector<int> in(100, ctx.rank + 1), out(100, 0);
+    ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+    ASSERT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, ctx.comm, nullptr), ncclSuccess);
+    if (ctx.rank == 0) {
+      EXPECT_EQ(ncclGroupSimulateEnd(nullptr), ncclInvalidArgument);
+      expectMessage(nullptr, {"simInfo", "NULL"});
+      ncclSimInfo_t raw{};
+      raw.magic = 0x1234;
+      EXPECT_EQ(ncclGroupSimulateEnd(&raw), ncclInvalidArgument);
+      expectMessage(nullptr, {"magic 0x1234", "NCCL_SIM_INFO_INITIALIZER"});
+    }
+    ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(ctx.comm);
+    EXPECT_EQ(out[99], 3);
+  });
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   EXPECT_EQ(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
+  expectMessage(nullptr, {"without a matching ncclGroupStart"});
 }
 
 class Split : public ::testing::TestWithParam<RankMode> {};
