@@ -5,6 +5,7 @@
 #include "core/cuda_backend.h"
 #include "core/direct_peers.h"
 #include "core/host_executor.h"
+#include "core/profiler.h"
 #include "device/oneshot.h"
 #include "transport/connection.h"
 #include "transport/net/net_link.h"

@@ -36,6 +36,7 @@ namespace weft::core {
 
 class HostExecutor;
 class DirectPeers;
+class ProfilerSession;
 
 // What every rank tells the others at init (fixed-size, exchanged by allGather).
 struct PeerInfo {
@@ -176,6 +177,10 @@ struct Comm {
   tuning::AlgoFilter algoFilter;
   tuning::ProtoFilter protoFilter;              // NCCL_PROTO
   std::unique_ptr<tuning::TunerSession> tuner;  // NCCL_TUNER_PLUGIN; null: none
+  // NCCL_PROFILER_PLUGIN's session (null: none; core/profiler.h), and the
+  // collectives launched so far per kind, its events' sequence numbers.
+  std::unique_ptr<ProfilerSession> profiler;
+  uint64_t profiledSeq[static_cast<int>(device::Func::kCount)] = {};
   // The cost model's figures (WEFT_TUNING_FILE or the backend's defaults,
   // rank 0's on every rank) and how ranks of a node reach each other.
   tuning::TuningFigures figures;

@@ -166,9 +166,14 @@ Status enqueueP2p(ncclComm_t handle, bool isSend, const void* buff, size_t count
   };
   Status checked = check();
   if (!checked.ok()) return recordInGroup(checked.withContext(isSend ? "Send" : "Recv"));
-  P2pTask task{
-      isSend, peer, isSend ? buff : nullptr, isSend ? nullptr : const_cast<void*>(buff), count * typeSize(datatype),
-      stream};
+  P2pTask task{isSend,
+               peer,
+               isSend ? buff : nullptr,
+               isSend ? nullptr : const_cast<void*>(buff),
+               count * typeSize(datatype),
+               stream,
+               datatype,
+               count};
   comm->p2pTasks.push_back(task);
   return submit(comm);
 }

@@ -20,6 +20,7 @@
 #include "core/direct_peers.h"
 #include "core/failure.h"
 #include "core/host_executor.h"
+#include "core/profiler.h"
 #include "tuning/tuning.h"
 
 namespace weft::core {
@@ -211,6 +212,7 @@ Status setupComm(Comm* comm) {
   comm->state.store(static_cast<int>(CommState::kReady));
   comm->asyncError.store(ncclSuccess);
   watchFailureNotices(comm);  // after the stores above, which it may overwrite
+  comm->profiler = ProfilerSession::open(comm->config.commName, comm->commHash, comm->nnodes, comm->nranks, comm->rank);
   WEFT_INFO(log::kInit,
             "comm %p rank %d nranks %d localRanks %d backend %s device %d channels %zu (min %d) buffSize %lld - "
             "Init COMPLETE",

@@ -10,6 +10,7 @@
 #include "core/cuda_backend.h"
 #include "core/failure.h"
 #include "core/host_executor.h"
+#include "core/launch_profile.h"
 #include "core/planner.h"
 #include "device/step_tally.h"
 #include "transport/net/net_link.h"
@@ -318,6 +319,7 @@ bool repeatsAlone(const Comm& comm) {
 
 // A launch's lists, kept per thread (one thread-local lookup per launch).
 struct LaunchScratch {
+  std::vector<LaunchProfile> profiles;  // per comm of the launch, when one has a profiler
   std::vector<ConnectNeed> needs;
   std::vector<LaunchUnit> units;
   std::vector<Comm*> cudaComms;
@@ -345,6 +347,14 @@ Status launchLocked(Comm* const* comms, size_t n) {
   needs.clear();
   units.clear();
   cudaComms.clear();
+  // Events started below end when the launch returns: the host's calls have
+  // run by then, the cuda ones are launched (as NCCL stops them).
+  struct StopEvents {
+    std::vector<LaunchProfile>& profiles;
+    ~StopEvents() {
+      for (LaunchProfile& p : profiles) p.stop();
+    }
+  } stopEvents{s.profiles};
   for (size_t i = 0; i < n; ++i)
     if (comms[i]->backend == weftBackendCuda) cudaComms.push_back(comms[i]);
   if (!cudaComms.empty()) WEFT_RETURN_IF_ERROR(cudaCheckStreams(cudaComms));
@@ -369,6 +379,10 @@ Status launchLocked(Comm* const* comms, size_t n) {
       WEFT_RETURN_IF_ERROR(cudaCheckCapture(*comms[i]));
     }
     WEFT_RETURN_IF_ERROR(planLaunch(comms[i]));
+    if (comms[i]->profiler) {
+      if (s.profiles.size() < n) s.profiles.resize(n);
+      s.profiles[i].start(comms[i]);
+    }
     collectNeeds(comms[i], comms[i]->plan, &needs);
     collectTorusNeeds(comms[i], comms[i]->plan, &needs);
   }
@@ -474,8 +488,9 @@ Status launchColl(Comm* comm, const CollTask& task) {
 }
 
 bool repeatable(const Comm& comm) {
-  // A failed comm goes the general way, which reports its failure.
-  return comm.repeatChannel >= 0 && comm.failure.ok();
+  // A failed comm goes the general way, which reports its failure, and so
+  // does one with a profiler plugin, whose events the general way emits.
+  return comm.repeatChannel >= 0 && comm.failure.ok() && !comm.profiler;
 }
 
 void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status) {

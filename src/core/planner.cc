@@ -363,7 +363,10 @@ uint64_t treeChunk(const PlanInputs& in, const device::CollWork& work) {
 void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* plan) {
   const uint64_t elemSize = isDataOnly(task.func) ? 1 : typeSize(task.dtype);
   device::CollWork work = baseWork(in, task, elemSize);
-  if (work.count == 0) return;
+  if (work.count == 0) {
+    plan->collSummaries.push_back({work.algo, work.proto, 0});
+    return;
+  }
   int64_t totalBytes = static_cast<int64_t>(work.count * elemSize);
   if (task.func == Func::kAllGather || task.func == Func::kReduceScatter) totalBytes *= in.nranks;
   // Reduce has the ring alone: priced for its protocol.
@@ -377,9 +380,11 @@ void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* pl
   plan->estimatedUs += plannedUs(in, choice, work, totalBytes);
   work.seq = static_cast<uint32_t>(seq);
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
+  plan->collSummaries.push_back({work.algo, work.proto, 0});
   for (int c = 0; c < nch; ++c) {
     uint64_t start = perChannel * static_cast<uint64_t>(c);
     if (start >= work.count) break;
+    ++plan->collSummaries.back().nChannels;
     work.channelStart = start;
     work.channelCount = std::min(perChannel, work.count - start);
     if (work.algo == device::Algo::kTree) work.chunkElems = treeChunk(in, work);
@@ -487,6 +492,7 @@ void Plan::reset(int nChannels) {
   hierChannels.clear();
   torusChannels.clear();
   estimatedUs = 0;
+  collSummaries.clear();
 }
 
 namespace {
@@ -521,6 +527,7 @@ Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const
   plan->reset(in.channels);
   if (planAsCopies(in, colls, plan)) {
     for (const SelfCopy& c : plan->selfCopies) plan->estimatedUs += copyUs(in, static_cast<double>(c.bytes));
+    plan->collSummaries.assign(colls.size(), {device::Algo::kRing, device::Proto::kSimple, 0});
     if (p2ps.empty()) return okStatus();
     plan->estimatedUs += peersUs(in, p2ps);
     return pairSelf(p2ps, in.rank, plan);

@@ -124,6 +124,14 @@ struct Plan {
   // another, then the slowest of the sends and receives (they run side by
   // side); one rank's copies at the copy bandwidth.
   double estimatedUs = 0;
+  // Per collective, in call order: how it was planned (a profiler plugin's
+  // collective event reports it; core/profiler.h).
+  struct CollSummary {
+    device::Algo algo;
+    device::Proto proto;
+    int nChannels;  // channels with a share of it (0: nothing to move)
+  };
+  std::vector<CollSummary> collSummaries;
   // The planner's scratch for a group's sends and receives (planPeers),
   // kept with the plan so that planning a send/recv call allocates nothing.
   struct PeerTask {

@@ -28,6 +28,8 @@ struct P2pTask {
   void* recvbuff;        // !isSend
   size_t bytes;
   cudaStream_t stream;
+  ncclDataType_t dtype = ncclInt8;  // as called (a profiler's event reports them)
+  size_t count = 0;
 };
 
 }  // namespace weft::core
