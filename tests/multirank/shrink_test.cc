@@ -207,6 +207,20 @@ TEST(Shrink, ListsThatDifferFailOnEveryCaller) {
   });
 }
 
+// Excluding every other rank leaves a communicator of one.
+TEST(Shrink, ExcludingEveryOtherRankLeavesOne) {
+  runRanks(RankMode::kThreads, 3, [](RankContext& ctx) {
+    if (ctx.rank != 2) return;
+    int exclude[] = {0, 1};
+    ncclComm_t child = nullptr;
+    ASSERT_EQ(ncclCommShrink(ctx.comm, exclude, 2, &child, nullptr, NCCL_SHRINK_DEFAULT), ncclSuccess)
+        << ncclGetLastError(ctx.comm);
+    expectShape(child, 0, 1);
+    expectSum(child, ctx.rank, 3);
+    EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+  });
+}
+
 // Excluding nobody gives a copy of the parent.
 TEST(Shrink, ExcludingNobodyCopiesTheParent) {
   runRanks(RankMode::kThreads, 3, [](RankContext& ctx) {
