@@ -130,6 +130,24 @@ Status destroyComm(ncclComm_t handle, bool abort) {
   return okStatus();
 }
 
+// ncclCommSplit and ncclCommShrink: the new handle cleared, the parent
+// checked, the child's config (the caller's, or with NULL the parent's),
+// then `make` builds the child.
+template <typename Make>
+Status makeChildComm(ncclComm_t comm, ncclComm_t* newcomm, ncclConfig_t* config, Make&& make) {
+  WEFT_RETURN_IF_ERROR(checkOut(newcomm, "newcomm"));
+  *newcomm = nullptr;
+  WEFT_RETURN_IF_ERROR(checkComm(comm));
+  CommConfig childConfig = asComm(comm)->config;
+  if (config != nullptr) {
+    WEFT_ASSIGN_OR_RETURN(childConfig, parseConfig(config));
+  }
+  Comm* child = nullptr;
+  WEFT_RETURN_IF_ERROR(make(asComm(comm), childConfig, &child));
+  *newcomm = static_cast<ncclComm*>(child);
+  return okStatus();
+}
+
 }  // namespace
 }  // namespace weft::core
 
@@ -204,36 +222,19 @@ WEFT_NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const i
 
 WEFT_NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
               ncclConfig_t* config) {
-  return apiCall("ncclCommSplit", comm, [&]() -> weft::Status {
-    WEFT_RETURN_IF_ERROR(checkOut(newcomm, "newcomm"));
-    *newcomm = nullptr;
-    WEFT_RETURN_IF_ERROR(checkComm(comm));
-    CommConfig childConfig = asComm(comm)->config;
-    if (config != nullptr) {
-      WEFT_ASSIGN_OR_RETURN(childConfig, parseConfig(config));
-    }
-    Comm* child = nullptr;
-    WEFT_RETURN_IF_ERROR(splitComm(asComm(comm), color, key, childConfig, &child));
-    *newcomm = static_cast<ncclComm*>(child);
-    return weft::okStatus();
+  return apiCall("ncclCommSplit", comm, [&] {
+    return makeChildComm(comm, newcomm, config, [&](Comm* parent, const CommConfig& childConfig, Comm** child) {
+      return splitComm(parent, color, key, childConfig, child);
+    });
   });
 }
 
 WEFT_NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
               ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  return apiCall("ncclCommShrink", comm, [&]() -> weft::Status {
-    WEFT_RETURN_IF_ERROR(checkOut(newcomm, "newcomm"));
-    *newcomm = nullptr;
-    WEFT_RETURN_IF_ERROR(checkComm(comm));
-    CommConfig childConfig = asComm(comm)->config;
-    if (config != nullptr) {
-      WEFT_ASSIGN_OR_RETURN(childConfig, parseConfig(config));
-    }
-    Comm* child = nullptr;
-    WEFT_RETURN_IF_ERROR(
-        shrinkComm(asComm(comm), excludeRanksList, excludeRanksCount, childConfig, shrinkFlags, &child));
-    *newcomm = static_cast<ncclComm*>(child);
-    return weft::okStatus();
+  return apiCall("ncclCommShrink", comm, [&] {
+    return makeChildComm(comm, newcomm, config, [&](Comm* parent, const CommConfig& childConfig, Comm** child) {
+      return shrinkComm(parent, excludeRanksList, excludeRanksCount, childConfig, shrinkFlags, child);
+    });
   });
 }
 
