@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdarg>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,19 @@ std::vector<std::string> pluginCandidateFiles(const std::string& name, const cha
 // the process: unloading plugins is not safe in general) and its file name,
 // or null with every candidate's dlerror in *why.
 void* openPluginLibrary(const std::string& name, const char* kind, std::string* library, std::string* why);
+
+// What `load` gives for `key` (a plugin's setting), computed once per
+// process and setting and kept, as the library it loaded stays loaded:
+// tests change the setting, a job does not.
+template <typename T, typename Load>
+const T& loadOncePerSetting(const std::string& key, Load&& load) {
+  static std::mutex mutex;
+  static std::map<std::string, T> loaded;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto found = loaded.find(key);
+  if (found != loaded.end()) return found->second;
+  return loaded[key] = load();
+}
 
 // The logger NCCL passes to plugins (ncclDebugLogger_t): level numbered as
 // ncclDebugLogLevel (1 version, 2 warn, 3 info, 5 trace), flags as NCCL's

@@ -84,15 +84,23 @@ Status recordInGroup(Status status) {
 
 }  // namespace
 
-Status ensureUsable(ncclComm_t handle) {
-  WEFT_RETURN_IF_ERROR(checkComm(handle));
-  Comm* comm = asComm(handle);
+Status ensureInitialised(Comm* comm) {
   if (comm->state.load() == static_cast<int>(CommState::kInitializing)) {
     if (!comm->initThread.joinable())
       return errorStatus(ncclInvalidUsage, "comm %p is initialised by the enclosing group: call ncclGroupEnd first",
                          static_cast<void*>(comm));
     comm->initThread.join();
   }
+  if (comm->state.load() == static_cast<int>(CommState::kFinalized))
+    return errorStatus(ncclInvalidUsage, "comm %p was finalized; only ncclCommDestroy may follow",
+                       static_cast<void*>(comm));
+  return okStatus();
+}
+
+Status ensureUsable(ncclComm_t handle) {
+  WEFT_RETURN_IF_ERROR(checkComm(handle));
+  Comm* comm = asComm(handle);
+  WEFT_RETURN_IF_ERROR(ensureInitialised(comm));
   switch (static_cast<CommState>(comm->state.load())) {
     case CommState::kFailed: {
       std::lock_guard<ExecLock> lock(comm->execMutex);
@@ -100,9 +108,6 @@ Status ensureUsable(ncclComm_t handle) {
       const Status noticed = noticedFailure(*comm);  // marked failed by another rank's notice
       return noticed.ok() ? errorStatus(ncclInvalidUsage, "comm %p failed earlier", static_cast<void*>(comm)) : noticed;
     }
-    case CommState::kFinalized:
-      return errorStatus(ncclInvalidUsage, "comm %p was finalized; only ncclCommDestroy may follow",
-                         static_cast<void*>(comm));
     default: return okStatus();
   }
 }

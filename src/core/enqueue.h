@@ -39,5 +39,8 @@ Status enqueueP2p(ncclComm_t comm, bool isSend, const void* buff, size_t count, 
 // Blocks until a non-blocking init has finished; fails if the communicator
 // failed, was finalized, or is still waiting for its group to end.
 Status ensureUsable(ncclComm_t comm);
+// The same for a call that also serves a failed communicator
+// (ncclCommShrink): waits for init, fails only on the group and finalize.
+Status ensureInitialised(Comm* comm);
 
 }  // namespace weft::core

@@ -455,8 +455,10 @@ Status launchLocked(Comm* const* comms, size_t n) {
 
 Result<double> simulateComm(Comm* comm) {
   std::lock_guard<ExecLock> lock(comm->execMutex);
+  PlanInputs in = planInputs(*comm);
+  in.estimate = true;
   Plan plan;
-  WEFT_RETURN_IF_ERROR(planTasks(planInputs(*comm), comm->collTasks, comm->p2pTasks, &plan));
+  WEFT_RETURN_IF_ERROR(planTasks(in, comm->collTasks, comm->p2pTasks, &plan));
   return plan.estimatedUs;
 }
 

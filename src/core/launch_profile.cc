@@ -37,22 +37,21 @@ const char* protoName(device::Proto proto) {
 void LaunchProfile::start(Comm* comm) {
   const ProfilerSession* profiler = comm->profiler.get();
   if (profiler == nullptr) return;
-  // Sequence numbers count every collective, profiled or not.
-  std::vector<uint64_t> seqs;
-  for (const CollTask& t : comm->collTasks) seqs.push_back(comm->profiledSeq[static_cast<size_t>(t.func)]++);
-  if (!profiler->active()) return;
   comm_ = comm;
-  group_ = profiler->startGroup(comm->rank);
-  if (group_ == nullptr) return;
+  group_ = profiler->active() ? profiler->startGroup(comm->rank) : nullptr;
   const std::vector<Plan::CollSummary>& planned = comm->plan.collSummaries;
   for (size_t i = 0; i < comm->collTasks.size(); ++i) {
     const CollTask& t = comm->collTasks[i];
+    // Sequence numbers count every collective, profiled or not.
+    const uint64_t seq = comm->profiledSeq[static_cast<size_t>(t.func)]++;
+    if (group_ == nullptr) continue;
     const Plan::CollSummary s =
         i < planned.size() ? planned[i] : Plan::CollSummary{device::Algo::kRing, device::Proto::kSimple, 0};
-    const ProfiledColl coll{seqs[i], funcName(t.func),      t.sendbuff,  t.recvbuff,       t.count,
-                            t.root,  datatypeName(t.dtype), s.nChannels, algoName(s.algo), protoName(s.proto)};
+    const ProfiledColl coll{seq,    funcName(t.func),      t.sendbuff,  t.recvbuff,       t.count,
+                            t.root, datatypeName(t.dtype), s.nChannels, algoName(s.algo), protoName(s.proto)};
     tasks_.push_back(profiler->startColl(group_, comm->rank, coll));
   }
+  if (group_ == nullptr) return;
   for (const P2pTask& t : comm->p2pTasks) {
     const ProfiledP2p p2p{t.isSend ? "Send" : "Recv",
                           t.isSend ? const_cast<void*>(t.sendbuff) : t.recvbuff,

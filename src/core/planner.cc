@@ -68,6 +68,19 @@ tuning::CollKind collKind(Func func) {
   }
 }
 
+// The cost model's name of a planned algorithm.
+tuning::Algorithm modelAlgo(device::Algo algo) {
+  switch (algo) {
+    case device::Algo::kTree: return tuning::Algorithm::kTree;
+    case device::Algo::kOneShot: return tuning::Algorithm::kOneShot;
+    case device::Algo::kButterfly: return tuning::Algorithm::kButterfly;
+    case device::Algo::kHalvingDoubling: return tuning::Algorithm::kHalvingDoubling;
+    case device::Algo::kHierRing: return tuning::Algorithm::kHierarchicalRing;
+    case device::Algo::kTorus2D: return tuning::Algorithm::kTorus2D;
+    default: return tuning::Algorithm::kRing;
+  }
+}
+
 const tuning::TuningFigures& figuresOf(const PlanInputs& in) {
   static const tuning::TuningFigures kHost = tuning::defaultFigures(true);
   return in.figures ? *in.figures : kHost;
@@ -198,9 +211,7 @@ void chooseProto(const PlanInputs& in, const tuning::Choice& algoChoice, int64_t
     return;
   tuning::ProtoInputs pin;
   pin.coll = collKind(work->func);
-  pin.algo = work->algo == device::Algo::kTree      ? tuning::Algorithm::kTree
-             : work->algo == device::Algo::kOneShot ? tuning::Algorithm::kOneShot
-                                                    : tuning::Algorithm::kRing;
+  pin.algo = modelAlgo(work->algo);
   pin.bytes = totalBytes;
   pin.llPossible = llPossibleFor(in, *work);
   pin.ll128Possible = ll128PossibleFor(in, *work);
@@ -236,18 +247,6 @@ double lineUs(const PlanInputs& in, tuning::Protocol proto, tuning::CollKind col
   const tuning::CommShape shape{in.shape.nranks, in.shape.nnodes, in.shape.ranksPerNode, torus.rows, torus.cols};
   const tuning::AlgoEstimate e = tuning::estimateCollective(coll, a, totalBytes, shape, linksOf(in, proto));
   return e.applies ? e.us : simpleUs;
-}
-
-tuning::Algorithm modelAlgo(device::Algo algo) {
-  switch (algo) {
-    case device::Algo::kTree: return tuning::Algorithm::kTree;
-    case device::Algo::kOneShot: return tuning::Algorithm::kOneShot;
-    case device::Algo::kButterfly: return tuning::Algorithm::kButterfly;
-    case device::Algo::kHalvingDoubling: return tuning::Algorithm::kHalvingDoubling;
-    case device::Algo::kHierRing: return tuning::Algorithm::kHierarchicalRing;
-    case device::Algo::kTorus2D: return tuning::Algorithm::kTorus2D;
-    default: return tuning::Algorithm::kRing;
-  }
 }
 
 // The model's time of a call as planned: the algorithm and protocol chosen
@@ -377,7 +376,7 @@ void planColl(const PlanInputs& in, const CollTask& task, uint64_t seq, Plan* pl
   if (in.tuner != nullptr && task.func != Func::kReduce)
     askTuner(in, choice, totalBytes, elemSize, simpleChunk, &work, &nch);
   chooseDirect(in, totalBytes, &work);
-  plan->estimatedUs += plannedUs(in, choice, work, totalBytes);
+  if (in.estimate) plan->estimatedUs += plannedUs(in, choice, work, totalBytes);
   work.seq = static_cast<uint32_t>(seq);
   const uint64_t perChannel = device::roundUp(device::divUp<uint64_t>(work.count, nch), work.alignElems);
   plan->collSummaries.push_back({work.algo, work.proto, 0});
@@ -526,11 +525,12 @@ Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const
                  Plan* plan) {
   plan->reset(in.channels);
   if (planAsCopies(in, colls, plan)) {
-    for (const SelfCopy& c : plan->selfCopies) plan->estimatedUs += copyUs(in, static_cast<double>(c.bytes));
     plan->collSummaries.assign(colls.size(), {device::Algo::kRing, device::Proto::kSimple, 0});
-    if (p2ps.empty()) return okStatus();
-    plan->estimatedUs += peersUs(in, p2ps);
-    return pairSelf(p2ps, in.rank, plan);
+    if (in.estimate) {
+      for (const SelfCopy& c : plan->selfCopies) plan->estimatedUs += copyUs(in, static_cast<double>(c.bytes));
+      plan->estimatedUs += peersUs(in, p2ps);
+    }
+    return p2ps.empty() ? okStatus() : pairSelf(p2ps, in.rank, plan);
   }
   uint64_t seq = in.firstSeq;
   PlanInputs inputs = in;
@@ -544,7 +544,7 @@ Status planTasks(const PlanInputs& in, const std::vector<CollTask>& colls, const
     WEFT_RETURN_IF_ERROR(pairSelf(p2ps, in.rank, plan));
     beginBatch(plan, device::KernelKey{true, device::DataType::kUint8, device::RedOpKind::kSum});
     planPeers(in, p2ps, plan);
-    plan->estimatedUs += peersUs(in, p2ps);
+    if (in.estimate) plan->estimatedUs += peersUs(in, p2ps);
     endBatch(plan);
     plan->batches.back().hasP2p = true;
   }

@@ -74,7 +74,10 @@ struct PlanInputs {
   // collectives in the group being planned (its numPipeOps).
   const tuning::TunerSession* tuner = nullptr;
   int pipeOps = 1;
-  // Per rank, its node (null: all on one): a send/recv's link, for estimatedUs.
+  // Whether to price what is planned (Plan::estimatedUs; ncclGroupSimulateEnd
+  // asks, a launch does not), and per rank its node (null: all on one), a
+  // send/recv's link there.
+  bool estimate = false;
   const std::vector<int>* nodeOf = nullptr;
 };
 
@@ -119,7 +122,8 @@ struct Plan {
   std::vector<int> hierChannels;
   // Channels running the 2D torus: connected to its row and column neighbours first.
   std::vector<int> torusChannels;
-  // The model's time of what was planned, us (ncclGroupSimulateEnd): each
+  // The model's time of what was planned, us, when PlanInputs::estimate
+  // asks (ncclGroupSimulateEnd): each
   // collective under the algorithm and protocol chosen for it, one after
   // another, then the slowest of the sends and receives (they run side by
   // side); one rank's copies at the copy bandwidth.

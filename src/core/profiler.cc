@@ -3,8 +3,6 @@
 #include <dlfcn.h>
 #include <strings.h>
 
-#include <map>
-#include <mutex>
 #include <utility>
 
 #include "common/log.h"
@@ -84,17 +82,7 @@ Loaded loadLibrary() {
   return out;
 }
 
-// Loaded once per process and setting (tests change the setting; a job
-// does not), and kept: unloading plugins is not safe in general.
-const Loaded& processLibrary() {
-  static std::mutex mutex;
-  static std::map<std::string, Loaded> loaded;
-  const std::string key = param::profilerPlugin();
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto found = loaded.find(key);
-  if (found != loaded.end()) return found->second;
-  return loaded[key] = loadLibrary();
-}
+const Loaded& processLibrary() { return loadOncePerSetting<Loaded>(param::profilerPlugin(), loadLibrary); }
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "core/comm.h"
 #include "core/cuda_backend.h"
+#include "core/enqueue.h"
 #include "core/failure.h"
 #include "core/init.h"
 
@@ -144,15 +145,7 @@ Status shrinkComm(Comm* parent, const int* exclude, int count, const CommConfig&
                        "shrinkFlags is %d, expected NCCL_SHRINK_DEFAULT (%d) or NCCL_SHRINK_ABORT (%d)", flags,
                        NCCL_SHRINK_DEFAULT, NCCL_SHRINK_ABORT);
   WEFT_ASSIGN_OR_RETURN(std::vector<int> excluded, excludedRanks(*parent, exclude, count));
-  if (parent->state.load() == static_cast<int>(CommState::kInitializing)) {
-    if (!parent->initThread.joinable())
-      return errorStatus(ncclInvalidUsage, "comm %p is initialised by the enclosing group: call ncclGroupEnd first",
-                         static_cast<void*>(parent));
-    parent->initThread.join();
-  }
-  if (parent->state.load() == static_cast<int>(CommState::kFinalized))
-    return errorStatus(ncclInvalidUsage, "comm %p was finalized; only ncclCommDestroy may follow",
-                       static_cast<void*>(parent));
+  WEFT_RETURN_IF_ERROR(ensureInitialised(parent));
   if (!parent->bootstrap)  // its init failed before the bootstrap existed
     return errorStatus(ncclInvalidUsage, "comm %p failed in init: %s", static_cast<void*>(parent),
                        parent->failure.message().c_str());

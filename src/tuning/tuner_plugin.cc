@@ -4,8 +4,6 @@
 #include <strings.h>
 
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -121,16 +119,8 @@ Loaded loadLibrary() {
   return out;
 }
 
-// Loaded once per process and setting (tests change the setting; a job
-// does not), and kept: unloading plugins is not safe in general.
 const Loaded& processLibrary() {
-  static std::mutex mutex;
-  static std::map<std::string, Loaded> loaded;
-  const std::string key = param::tunerPlugin() + '\n' + param::netPlugin();
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto found = loaded.find(key);
-  if (found != loaded.end()) return found->second;
-  return loaded[key] = loadLibrary();
+  return loadOncePerSetting<Loaded>(param::tunerPlugin() + '\n' + param::netPlugin(), loadLibrary);
 }
 
 ncclResult_t initOf(const TunerSession::Library& lib, size_t nranks, size_t nnodes, void** context) {
