@@ -334,8 +334,9 @@ void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* wo
   const bool reads = work->func == Func::kAllReduce || work->func == Func::kReduceScatter;
   const bool ringColl = work->func == Func::kAllReduce || work->func == Func::kAllGather ||
                         work->func == Func::kBroadcast || (work->func == Func::kReduceScatter && in.readsInPlace);
+  const int64_t minBytes = figuresOf(in).directMinBytes(in.intraLink, collKind(work->func));
   if (!in.directPossible || !ringColl || work->algo != device::Algo::kRing || work->proto != device::Proto::kSimple ||
-      totalBytes < tuning::directMinBytes(collKind(work->func), in.intraLink == tuning::LinkType::kThreads))
+      totalBytes < minBytes)
     return;
   work->direct = 1;
   work->directRead = in.directRead && reads ? 1 : 0;
@@ -347,8 +348,8 @@ void chooseDirect(const PlanInputs& in, int64_t totalBytes, device::CollWork* wo
           : (work->directRead ? "ranks write into each other's buffers, and read each other's inputs "
                                 "in place where reachable"
                               : "ranks write into each other's buffers");
-  WEFT_INFO(log::kTuning, "%s %lld bytes: direct (%s)", tuning::collKindName(collKind(work->func)),
-            static_cast<long long>(totalBytes), how);
+  WEFT_INFO(log::kTuning, "%s %lld bytes: direct from %lld bytes (%s)", tuning::collKindName(collKind(work->func)),
+            static_cast<long long>(totalBytes), static_cast<long long>(minBytes), how);
 }
 
 // Tree chunks: small enough that the pipeline fills the tree's 2 x depth

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 namespace weft::tuning {
@@ -30,6 +31,14 @@ const char* const kFigureKeys[kFigureCount] = {
     "threads.ll128.gbs",
     "shm.ll128.latency_us",
     "shm.ll128.gbs",
+    "threads.direct.allreduce_min_bytes",
+    "threads.direct.reducescatter_min_bytes",
+    "threads.direct.allgather_min_bytes",
+    "threads.direct.broadcast_min_bytes",
+    "shm.direct.allreduce_min_bytes",
+    "shm.direct.reducescatter_min_bytes",
+    "shm.direct.allgather_min_bytes",
+    "shm.direct.broadcast_min_bytes",
 };
 
 namespace {
@@ -54,6 +63,14 @@ const char* const kFigureDocs[kFigureCount] = {
     "one flow between threads of a process, LL128 (GB/s of payload)",
     "one hand-off between processes over shared memory, LL128 (us)",
     "one flow between processes over shared memory, LL128 (GB/s of payload)",
+    "smallest ring AllReduce run in direct mode between threads (bytes; 1e15: never)",
+    "smallest ring ReduceScatter run in direct mode between threads (bytes, all ranks'; 1e15: never)",
+    "smallest ring AllGather run in direct mode between threads (bytes, all ranks'; 1e15: never)",
+    "smallest ring Broadcast run in direct mode between threads (bytes; 1e15: never)",
+    "smallest ring AllReduce run in direct mode between processes (bytes; 1e15: never)",
+    "smallest ring ReduceScatter run in direct mode between processes (bytes, all ranks'; 1e15: never)",
+    "smallest ring AllGather run in direct mode between processes (bytes, all ranks'; 1e15: never)",
+    "smallest ring Broadcast run in direct mode between processes (bytes; 1e15: never)",
 };
 
 std::string trim(const std::string& s) {
@@ -91,6 +108,20 @@ bool parseValue(const std::string& token, Figure figure, double* value) {
 double TuningFigures::latencyUs(LinkType link, int proto) const { return value[figureIndex(link, proto, false)]; }
 double TuningFigures::gbs(LinkType link, int proto) const { return value[figureIndex(link, proto, true)]; }
 
+int64_t TuningFigures::directMinBytes(LinkType link, CollKind coll) const {
+  int offset = 0;
+  switch (coll) {
+    case CollKind::kAllReduce: offset = 0; break;
+    case CollKind::kReduceScatter: offset = 1; break;
+    case CollKind::kAllGather: offset = 2; break;
+    case CollKind::kBroadcast: offset = 3; break;
+    default: return std::numeric_limits<int64_t>::max();
+  }
+  const Figure first = link == LinkType::kThreads ? Figure::kThreadsDirectAllReduceMin : Figure::kShmDirectAllReduceMin;
+  const double bytes = value[static_cast<int>(first) + offset];
+  return bytes >= kDirectNeverBytes ? std::numeric_limits<int64_t>::max() : std::llround(bytes);
+}
+
 int64_t TuningFigures::bytesPerChannel() const {
   return std::max<int64_t>(1, std::llround(get(Figure::kChannelUs) * get(Figure::kCopyGBs) * 1e3));
 }
@@ -115,10 +146,27 @@ TuningFigures defaultFigures(bool hostBackend) {
   // than LL from 2 KiB: 0.6 us and 0.85 GB/s, behind Simple at every size,
   // so the planner never picks it by itself. Both backends start there; a
   // tuning file with a GPU's own figures is what can make it win.
-  static const double kHost[kFigureCount] = {0.5,  8.0, 0.47, 0.5,    0.5, 8.0,  0.47, 0.5,  20.0,
-                                             1.0,  8.0, 8.0,  32.768, 4.0, 0.6,  0.85, 0.6,  0.85};
-  static const double kCuda[kFigureCount] = {0.5,  8.0, 0.4,  1.25,   0.5, 8.0,  0.4,  1.25, 20.0,
-                                             1.0,  8.0, 8.0,  32.768, 4.0, 0.6,  0.85, 0.6,  0.85};
+  // Direct mode (ring, Simple) from: below it the per-call handshake (one
+  // more hand-off per link) outweighs the copy saved. Measured on the host
+  // backend, 2 ranks, also with the consumer reading its output after each
+  // call (weft-perf --touch, which charges direct writes for the lines they
+  // leave in the writer's cache) and with private buffers, which a process
+  // cannot map, so that there the handshake is pure cost (docs/performance.md,
+  // "Direct mode's threshold"): AllReduce from 16 KiB between threads (every
+  // input reachable) and 32 KiB between processes (there 1.2-1.7x faster
+  // with ncclMemAlloc buffers, 4-10 % slower with private ones);
+  // ReduceScatter from 16 KiB between threads, 64 KiB between processes (at
+  // 32 KiB +12 % shared, -15 % private); AllGather (writes only) from 64 KiB
+  // (slower at 32 KiB with --touch); Broadcast from 256 KiB (slower below it
+  // with --touch). weft-tune measures them for a tuning file; the cuda
+  // backend, where direct mode is asked for (WEFT_DIRECT=1), starts from the
+  // host's.
+  static const double kHost[kFigureCount] = {0.5,   8.0,   0.47,  0.5,    0.5,   8.0,   0.47,  0.5,   20.0,
+                                             1.0,   8.0,   8.0,   32.768, 4.0,   0.6,   0.85,  0.6,   0.85,
+                                             16384, 16384, 65536, 262144, 32768, 65536, 65536, 262144};
+  static const double kCuda[kFigureCount] = {0.5,   8.0,   0.4,   1.25,   0.5,   8.0,   0.4,   1.25,  20.0,
+                                             1.0,   8.0,   8.0,   32.768, 4.0,   0.6,   0.85,  0.6,   0.85,
+                                             16384, 16384, 65536, 262144, 32768, 65536, 65536, 262144};
   TuningFigures f;
   for (int i = 0; i < kFigureCount; ++i) f.value[i] = hostBackend ? kHost[i] : kCuda[i];
   f.source = hostBackend ? "built-in defaults (host backend)" : "built-in defaults (cuda backend: the host's, LL's older)";

@@ -39,12 +39,26 @@ enum class Figure : int {
   kThreadsLL128GBs,
   kShmLL128LatUs,
   kShmLL128GBs,
+  // Smallest ring call (all ranks' bytes, Simple) run in direct mode, per
+  // collective and link (docs/tuning.md, "Direct mode"); after LL128's.
+  kThreadsDirectAllReduceMin,
+  kThreadsDirectReduceScatterMin,
+  kThreadsDirectAllGatherMin,
+  kThreadsDirectBroadcastMin,
+  kShmDirectAllReduceMin,
+  kShmDirectReduceScatterMin,
+  kShmDirectAllGatherMin,
+  kShmDirectBroadcastMin,
   kCount
 };
 constexpr int kFigureCount = static_cast<int>(Figure::kCount);
 
 // "threads.simple.latency_us", ... (index: Figure).
 extern const char* const kFigureKeys[kFigureCount];
+
+// A direct-mode figure of at least this many bytes: never direct (weft-tune
+// writes it when the FIFO was ahead at every size it measured).
+constexpr double kDirectNeverBytes = 1e15;
 
 // The file's format version this build reads and writes.
 constexpr int kTuningFileVersion = 1;
@@ -62,6 +76,11 @@ struct TuningFigures {
   // Bytes of a channel's share whose copy takes as long as the channel's
   // start-up: fewer bytes per channel do not pay for another channel.
   int64_t bytesPerChannel() const;
+  // Smallest ring call of `coll` (all ranks' bytes) that runs in direct
+  // mode on links of type `link` (threads or shm; the network's calls are
+  // never direct, kNet reads shm's); INT64_MAX (never) for a collective
+  // without direct mode and for a figure of kDirectNeverBytes or more.
+  int64_t directMinBytes(LinkType link, CollKind coll) const;
 };
 
 // Built-in figures: `hostBackend` false gives the cuda backend's, which are

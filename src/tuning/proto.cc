@@ -123,13 +123,4 @@ ProtoChoice chooseProtocol(const ProtoInputs& in, const ProtoFilter& filter) {
   return {Protocol::kLL, "LL is faster at this size"};
 }
 
-int64_t directMinBytes(CollKind coll, bool threadsOnly) {
-  switch (coll) {
-    case CollKind::kAllReduce: return threadsOnly ? 16 << 10 : 32 << 10;
-    case CollKind::kReduceScatter: return threadsOnly ? 16 << 10 : 64 << 10;
-    case CollKind::kAllGather: return 64 << 10;
-    default: return 256 << 10;
-  }
-}
-
 }  // namespace weft::tuning

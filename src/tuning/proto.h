@@ -48,22 +48,6 @@ class ProtoFilter {
 constexpr int64_t kLLMaxBytesRing = 256;
 constexpr int64_t kLLMaxBytesOneShot = 256;
 
-// Smallest ring call (all ranks' bytes) that runs in direct mode: below it
-// the per-call handshake (one more hand-off per link) outweighs the copy
-// saved. Measured on the host backend, 2 ranks, also with the consumer
-// reading its output after each call (weft-perf --touch, which charges
-// direct writes for the lines they leave in the writer's cache) and with
-// private buffers, which a process cannot map, so that there the handshake
-// is pure cost (docs/performance.md, "Direct mode's threshold"):
-//  - AllReduce: from 16 KiB between threads (every input reachable), from
-//    32 KiB between processes (there 1.2-1.7x faster with ncclMemAlloc
-//    buffers, 4-10 % slower with private ones);
-//  - ReduceScatter: from 16 KiB between threads, 64 KiB between processes
-//    (at 32 KiB +12 % shared, -15 % private);
-//  - AllGather (writes only): from 64 KiB (slower at 32 KiB with --touch);
-//  - Broadcast: from 256 KiB (slower below it with --touch).
-int64_t directMinBytes(CollKind coll, bool threadsOnly);
-
 struct ProtoInputs {
   CollKind coll = CollKind::kAllReduce;
   Algorithm algo = Algorithm::kRing;

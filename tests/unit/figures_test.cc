@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "core/planner.h"
@@ -71,6 +72,35 @@ TEST(TuningFile, LL128FiguresHaveTheirOwnKeys) {
   const std::string written = formatTuningFile(f, "test");
   EXPECT_NE(written.find("threads.ll128.latency_us 0.25"), std::string::npos) << written;
   EXPECT_NE(written.find("shm.ll128.latency_us 0.6\n"), std::string::npos) << written;
+}
+
+// Direct mode's thresholds: one key per collective and link, the built-in
+// values those measured on the host (docs/performance.md, "Direct mode's
+// threshold"), 1e15 read as never, and written back as they were read.
+TEST(TuningFile, DirectThresholdsHaveAKeyPerCollectiveAndLink) {
+  EXPECT_EQ(kDefaults.directMinBytes(LinkType::kThreads, CollKind::kAllReduce), 16 << 10);
+  EXPECT_EQ(kDefaults.directMinBytes(LinkType::kShm, CollKind::kAllReduce), 32 << 10);
+  EXPECT_EQ(kDefaults.directMinBytes(LinkType::kThreads, CollKind::kReduceScatter), 16 << 10);
+  EXPECT_EQ(kDefaults.directMinBytes(LinkType::kShm, CollKind::kReduceScatter), 64 << 10);
+  for (LinkType link : {LinkType::kThreads, LinkType::kShm}) {
+    EXPECT_EQ(kDefaults.directMinBytes(link, CollKind::kAllGather), 64 << 10);
+    EXPECT_EQ(kDefaults.directMinBytes(link, CollKind::kBroadcast), 256 << 10);
+    EXPECT_EQ(kDefaults.directMinBytes(link, CollKind::kReduce), std::numeric_limits<int64_t>::max());
+  }
+  const TuningFigures f = parseOk(
+      "version 1\n"
+      "shm.direct.reducescatter_min_bytes 131072\n"
+      "threads.direct.broadcast_min_bytes 1e+15\n");
+  EXPECT_EQ(f.directMinBytes(LinkType::kShm, CollKind::kReduceScatter), 128 << 10);
+  EXPECT_EQ(f.directMinBytes(LinkType::kThreads, CollKind::kReduceScatter), 16 << 10) << "threads' untouched";
+  EXPECT_EQ(f.directMinBytes(LinkType::kThreads, CollKind::kBroadcast), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(f.directMinBytes(LinkType::kShm, CollKind::kBroadcast), 256 << 10);
+  const std::string written = formatTuningFile(f, "test");
+  EXPECT_NE(written.find("shm.direct.reducescatter_min_bytes 131072\n"), std::string::npos) << written;
+  EXPECT_NE(written.find("threads.direct.broadcast_min_bytes 1e+15\n"), std::string::npos) << written;
+  EXPECT_NE(written.find("threads.direct.allreduce_min_bytes 16384\n"), std::string::npos) << written;
+  const TuningFigures back = parseOk(written);
+  for (int i = 0; i < kFigureCount; ++i) EXPECT_DOUBLE_EQ(back.value[i], f.value[i]) << kFigureKeys[i];
 }
 
 TEST(TuningFile, EveryBadLineNamesTheFileTheLineAndWhatWasExpected) {

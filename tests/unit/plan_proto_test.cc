@@ -5,6 +5,7 @@
 // Simple, from each collective's threshold, where the backend has it.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "core/planner.h"
@@ -50,9 +51,9 @@ TEST(PlanProto, LargeCallsRunSimpleAndDirect) {
   EXPECT_EQ(planOne(inputs(&any), device::Func::kReduce, 1 << 20).direct, 0);
 }
 
-// Each collective's threshold (tuning::directMinBytes, all ranks' bytes):
-// direct from it, not from half of it; AllReduce and ReduceScatter lower
-// between threads, whose inputs are always readable.
+// Each collective's threshold (the built-in figures' directMinBytes, all
+// ranks' bytes): direct from it, not from half of it; AllReduce and
+// ReduceScatter lower between threads, whose inputs are always readable.
 TEST(PlanProto, DirectFromEachCollectivesThreshold) {
   const tuning::ProtoFilter any;
   struct Case {
@@ -70,10 +71,10 @@ TEST(PlanProto, DirectFromEachCollectivesThreshold) {
   for (const Case& c : cases) {
     for (bool threads : {true, false}) {
       const int64_t min = threads ? c.threads : c.processes;
-      EXPECT_EQ(tuning::directMinBytes(c.coll, threads), min) << tuning::collKindName(c.coll);
       PlanInputs in = inputs(&any);
       in.readsInPlace = true;
       in.intraLink = threads ? tuning::LinkType::kThreads : tuning::LinkType::kShm;
+      EXPECT_EQ(tuning::defaultFigures(true).directMinBytes(in.intraLink, c.coll), min) << tuning::collKindName(c.coll);
       // AllGather and ReduceScatter count one rank's part of the 2 ranks' bytes.
       const bool perRank = c.func == device::Func::kAllGather || c.func == device::Func::kReduceScatter;
       const size_t count = static_cast<size_t>(min) / c.elemBytes / (perRank ? 2 : 1);
@@ -81,6 +82,37 @@ TEST(PlanProto, DirectFromEachCollectivesThreshold) {
       EXPECT_EQ(planOne(in, c.func, count / 2).direct, 0) << tuning::collKindName(c.coll) << " threads " << threads;
     }
   }
+}
+
+// A tuning file's thresholds (weft-tune measures them) move the choice,
+// per collective and link, and 1e15 bytes means never.
+TEST(PlanProto, DirectThresholdsFollowTheFigures) {
+  const tuning::ProtoFilter any;
+  auto parsed = tuning::parseTuningFile(
+      "version 1\n"
+      "threads.direct.allreduce_min_bytes 4096\n"
+      "shm.direct.allreduce_min_bytes 1e15\n"
+      "threads.direct.broadcast_min_bytes 8192\n",
+      "test", tuning::defaultFigures(true));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const tuning::TuningFigures figures = parsed.value();
+  PlanInputs in = inputs(&any);
+  in.figures = &figures;
+  in.intraLink = tuning::LinkType::kThreads;
+  // Below the LL bound the protocol decides first: sizes from 4 KiB on are Simple.
+  EXPECT_EQ(planOne(in, device::Func::kAllReduce, 4096 / sizeof(float)).direct, 1);
+  EXPECT_EQ(planOne(in, device::Func::kAllReduce, 2048 / sizeof(float)).direct, 0);
+  EXPECT_EQ(planOne(in, device::Func::kBroadcast, 8192 / sizeof(float)).direct, 1);
+  EXPECT_EQ(planOne(in, device::Func::kBroadcast, 4096 / sizeof(float)).direct, 0);
+  // AllGather keeps its built-in threshold (the file does not name it).
+  EXPECT_EQ(planOne(in, device::Func::kAllGather, (64 << 10) / sizeof(float) / 2).direct, 1);
+  EXPECT_EQ(planOne(in, device::Func::kAllGather, (32 << 10) / sizeof(float) / 2).direct, 0);
+  in.intraLink = tuning::LinkType::kShm;
+  EXPECT_EQ(planOne(in, device::Func::kAllReduce, 64 << 20).direct, 0);
+  EXPECT_EQ(figures.directMinBytes(tuning::LinkType::kShm, tuning::CollKind::kAllReduce),
+            std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(figures.directMinBytes(tuning::LinkType::kThreads, tuning::CollKind::kReduce),
+            std::numeric_limits<int64_t>::max());
 }
 
 TEST(PlanProto, NoDirectAcrossProcessesOrUnderLL) {

@@ -1,11 +1,12 @@
 // weft-tune: measures this machine through Weft and writes a tuning file.
-//   weft-tune [-o FILE] [--reps N] [--perf PATH] [--no-net]
-// Every figure is a 2-rank ring AllReduce forced through weft-perf (one
+//   weft-tune [-o FILE] [--reps N] [--perf PATH] [--no-net] [--no-direct]
+// Every link figure is a 2-rank ring AllReduce forced through weft-perf (one
 // channel, through the FIFO), fitted to the cost model's ring:
 //   t(S) = 2 latency + S / bandwidth + (S / 2) / reduce
 // at 8 bytes (latency: the call's own overhead is shared over its two
 // hand-offs) and at a large size (bandwidth); copy and reduce bandwidth
-// come from local loops. The median of --reps runs is kept.
+// come from local loops; direct mode's thresholds from sweeps with it on
+// and off (tune_direct.cc). The median of --reps runs is kept.
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,15 +31,17 @@ struct Options {
   std::string perf;
   int reps = 3;
   bool net = true;
+  bool direct = true;
 };
 
 void usage() {
   std::fprintf(stdout,
-               "usage: weft-tune [-o FILE] [--reps N] [--perf PATH] [--no-net]\n"
+               "usage: weft-tune [-o FILE] [--reps N] [--perf PATH] [--no-net] [--no-direct]\n"
                "  -o FILE      write the tuning file here (default: stdout)\n"
                "  --reps N     runs per figure, the median kept (default 3, 1..21)\n"
                "  --perf PATH  the weft-perf to run (default: next to weft-tune)\n"
                "  --no-net     keep the network figures' defaults (no run between virtual nodes)\n"
+               "  --no-direct  keep direct mode's thresholds at their defaults (no sweeps)\n"
                "Use the file with WEFT_TUNING_FILE=FILE (docs/tuning.md).\n");
 }
 
@@ -64,6 +67,8 @@ bool parse(int argc, char** argv, Options* o, int* exitCode) {
       o->perf = argv[++i];
     } else if (a == "--no-net") {
       o->net = false;
+    } else if (a == "--no-direct") {
+      o->direct = false;
     } else {
       std::fprintf(stderr, "weft-tune: unknown argument \"%s\" (weft-tune --help lists them)\n", a.c_str());
       return false;
@@ -127,7 +132,7 @@ void set(TuningFigures* f, Figure figure, double value) {
   f->fromFile[static_cast<int>(figure)] = true;
 }
 
-std::string header(const Options& o, bool net) {
+std::string header(const Options& o, bool net, bool direct) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
   char when[64];
@@ -140,6 +145,14 @@ std::string header(const Options& o, bool net) {
   h += "t(S) = 2 latency + S / bandwidth + (S / 2) / reduce; the latency includes the call's own overhead.\n";
   h += "oversubscribed.latency_factor is the built-in default (not measured: it would need more ranks than cores).\n";
   if (!net) h += "The net.* figures are the built-in defaults (--no-net, or the run between virtual nodes failed).\n";
+  if (direct) {
+    h += "Direct mode's thresholds: ring, Simple, on against off at 4 KiB-1 MiB by 2, the geometric mean of "
+         "direct/FIFO\n";
+    h += "over the call alone, --touch and (processes) --private-buffers; from the smallest size ahead at every\n";
+    h += "larger size (1e+15: never ahead).\n";
+  } else {
+    h += "The *.direct.* thresholds are the built-in defaults (--no-direct).\n";
+  }
   return h;
 }
 
@@ -225,7 +238,15 @@ int main(int argc, char** argv) {
     }
   }
 
-  const std::string text = weft::tuning::formatTuningFile(f, header(o, netMeasured));
+  if (o.direct) {
+    std::string why;
+    if (!weft::tune::measureDirect(o.perf, o.reps, &f, &why)) {
+      std::fprintf(stderr, "weft-tune: direct mode: %s\n", why.c_str());
+      return 1;
+    }
+  }
+
+  const std::string text = weft::tuning::formatTuningFile(f, header(o, netMeasured, o.direct));
   // What is written must read back as the same figures.
   auto back = weft::tuning::parseTuningFile(text, "weft-tune output", weft::tuning::defaultFigures(true));
   if (!back.ok()) {

@@ -111,6 +111,34 @@ bool runPerf(const std::string& perfPath, const PerfRun& run, double* smallUs, d
   return true;
 }
 
+bool runSweep(const std::string& perfPath, const Sweep& sweep, std::vector<std::pair<size_t, double>>* times,
+              std::string* why) {
+  std::vector<std::string> argv = {perfPath,   sweep.coll,
+                                   "-np",      "2",
+                                   "-b",       std::to_string(sweep.minBytes),
+                                   "-e",       std::to_string(sweep.maxBytes),
+                                   "-f",       "2",
+                                   "-n",       std::to_string(sweep.iters),
+                                   "-w",       std::to_string(sweep.warmup),
+                                   "-c",       "0",
+                                   "-a",       "3",
+                                   "--median", "--csv"};
+  if (sweep.threads) argv.push_back("--threads");
+  for (const std::string& a : sweep.args) argv.push_back(a);
+  std::string out;
+  if (!capture(argv, sweep.env, &out, why)) return false;
+  times->clear();
+  for (size_t bytes = sweep.minBytes; bytes <= sweep.maxBytes; bytes *= 2) {
+    double us = 0;
+    if (!timeAt(out, bytes, &us)) {
+      *why = "weft-perf " + sweep.coll + " printed no time for " + std::to_string(bytes) + " bytes";
+      return false;
+    }
+    times->emplace_back(bytes, us);
+  }
+  return true;
+}
+
 double measureCopyGBs(size_t bytes, int reps) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   std::vector<double> gbs;
