@@ -68,18 +68,36 @@ bool writeAlwaysDirectFile(std::string* path, std::string* why) {
   return true;
 }
 
-// Median per size of `reps` sweeps of `sweep`.
-bool medianSweep(const std::string& perf, const Sweep& sweep, int reps, std::vector<double>* us, std::string* why) {
-  std::vector<std::vector<double>> runs;
-  for (int r = 0; r < reps; ++r) {
-    std::vector<std::pair<size_t, double>> times;
-    if (!runSweep(perf, sweep, &times, why)) return false;
-    runs.resize(times.size());
-    for (size_t i = 0; i < times.size(); ++i) runs[i].push_back(times[i].second);
-  }
-  us->clear();
-  for (const std::vector<double>& at : runs) us->push_back(median(at));
-  return true;
+// The environment of a sweep with direct mode on (every direct-capable ring
+// call, through `file`) or off (the same file, WEFT_DIRECT=0).
+std::vector<std::pair<std::string, std::string>> sweepEnv(const std::string& file, bool direct) {
+  return {{"WEFT_BACKEND", "host"},
+          {"NCCL_ALGO", "Ring"},
+          {"NCCL_PROTO", "Simple"},
+          {"WEFT_TUNING_FILE", file},
+          {"WEFT_DIRECT", direct ? "1" : "0"},
+          {"NCCL_TUNER_PLUGIN", "none"},
+          {"WEFT_CMA", "0"}};
+}
+
+// Medians per size of `reps` sweeps with direct mode on and `reps` with it
+// off, alternated so that a slow spell of the machine falls on both.
+bool sweepOnOff(const std::string& perf, Sweep sweep, const std::string& file, int reps, std::vector<double>* direct,
+                std::vector<double>* fifo, std::string* why) {
+  std::vector<std::vector<double>> runs[2];
+  for (int r = 0; r < reps; ++r)
+    for (int on = 0; on < 2; ++on) {
+      sweep.env = sweepEnv(file, on == 1);
+      std::vector<std::pair<size_t, double>> times;
+      if (!runSweep(perf, sweep, &times, why)) return false;
+      runs[on].resize(times.size());
+      for (size_t i = 0; i < times.size(); ++i) runs[on][i].push_back(times[i].second);
+    }
+  direct->clear();
+  fifo->clear();
+  for (const std::vector<double>& at : runs[1]) direct->push_back(median(at));
+  for (const std::vector<double>& at : runs[0]) fifo->push_back(median(at));
+  return direct->size() == fifo->size();
 }
 
 }  // namespace
@@ -99,13 +117,8 @@ bool measureDirect(const std::string& perfPath, int reps, tuning::TuningFigures*
       for (const std::vector<std::string>& args : variants) {
         sweep.args = args;
         std::vector<double> direct, fifo;
-        sweep.env = {{"WEFT_BACKEND", "host"},   {"NCCL_ALGO", "Ring"}, {"NCCL_PROTO", "Simple"},
-                     {"WEFT_TUNING_FILE", file}, {"WEFT_DIRECT", "1"},  {"NCCL_TUNER_PLUGIN", "none"},
-                     {"WEFT_CMA", "0"}};
-        ok = medianSweep(perfPath, sweep, reps, &direct, why);
-        sweep.env[4].second = "0";
-        ok = ok && medianSweep(perfPath, sweep, reps, &fifo, why);
-        if (!ok || direct.size() != fifo.size()) break;
+        ok = sweepOnOff(perfPath, sweep, file, reps, &direct, &fifo, why);
+        if (!ok) break;
         logRatio.resize(direct.size(), 0.0);
         for (size_t i = 0; i < direct.size(); ++i) logRatio[i] += std::log(direct[i] / fifo[i]);
       }
