@@ -13,8 +13,9 @@
 # the nccl-tests binaries of that directory, if given (built by hand beside
 # the project; README, "nccl-tests"), stripped. Files over CARRY_MAX_MB
 # (default 40) are left out and named: the device call carries 64 MiB in
-# all, and a binary that links the kernels statically (test_gpu_algos) is
-# about 100 MB. Then, with the device tool, carry .devout and run
+# all, and a binary that links the kernels statically is about 100 MB (no
+# target of gpu-check.sh does since test_gpu_algos links the shared
+# library). Then, with the device tool, carry .devout and run
 #   scripts/gpu-carry.sh run
 # which unpacks at the path the build was made at (through a link where the
 # checkout there lies elsewhere, since CTest files name absolute paths), runs
@@ -23,7 +24,7 @@
 # NCCL_TESTS_ARGS, default --compare) within NCCL_TESTS_LIMIT seconds
 # (default 230), and copies summary.txt and the logs to $OUT.
 # The binaries left out go, each compressed on its own, into .devout-big/
-# (test_gpu_algos: about 40 MB): a second call carries .devout-big and runs
+# (about 40 MB for such a binary): a second call carries .devout-big and runs
 #   scripts/gpu-carry.sh run-big
 # which runs each of them as a gtest binary (no CTest tree needed: they are
 # linked statically) with the gpu label's settings, within BIG_LIMIT seconds
