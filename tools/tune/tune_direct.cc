@@ -123,17 +123,17 @@ bool measureDirect(const std::string& perfPath, int reps, tuning::TuningFigures*
         for (size_t i = 0; i < direct.size(); ++i) logRatio[i] += std::log(direct[i] / fifo[i]);
       }
       if (!ok) break;
+      std::string ratios;
+      std::vector<double> ratio(logRatio.size());
+      for (size_t i = 0; i < ratio.size(); ++i) {
+        ratio[i] = std::exp(logRatio[i] / static_cast<double>(variants.size()));
+        char item[48];
+        std::snprintf(item, sizeof item, " %zuK %.2f", (sweep.minBytes << i) >> 10, ratio[i]);
+        ratios += item;
+      }
       // From the largest size down, while direct mode stays ahead.
       double from = tuning::kDirectNeverBytes;
-      std::string ratios;
-      for (size_t i = logRatio.size(); i-- > 0;) {
-        const double ratio = std::exp(logRatio[i] / static_cast<double>(variants.size()));
-        char item[48];
-        std::snprintf(item, sizeof item, " %zuK %.2f", (sweep.minBytes << i) >> 10, ratio);
-        ratios = item + ratios;
-        if (ratio < 1.0 && (from == static_cast<double>(sweep.minBytes << (i + 1)) || i + 1 == logRatio.size()))
-          from = static_cast<double>(sweep.minBytes << i);
-      }
+      for (size_t i = ratio.size(); i-- > 0 && ratio[i] < 1.0;) from = static_cast<double>(sweep.minBytes << i);
       const Figure figure = threads ? c.threadsFigure : c.shmFigure;
       figures->value[static_cast<int>(figure)] = from;
       figures->fromFile[static_cast<int>(figure)] = true;
