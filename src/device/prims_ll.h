@@ -53,7 +53,7 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
 
   // Waits for receive peer i's pack p of this slice; false when the wait failed.
   WEFT_HD bool loadPeerPack(int i, int64_t p, Pack* out) {
-    const LineRegion& r = this->recv_[i].ll;
+    const LineRegion& r = this->recv_[i].r;
     const char* at = lineStep(r) + p * kLLPackLineBytes;
     const uint32_t flag = llFlag(r.step);
     uint64_t bits = 0;
@@ -100,7 +100,7 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
     if (Dst)
       for (int e = 0; e < count; ++e) dst[p * kPerPack + e] = acc.elems[e];
     for (int i = 0; i < kMaxSend && i < ns; ++i) {
-      const LineRegion& r = this->send_[i].ll;
+      const LineRegion& r = this->send_[i].r;
       llStorePack(lineStep(r) + p * kLLPackLineBytes, acc.bits, llFlag(r.step));
     }
     return true;

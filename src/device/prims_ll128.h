@@ -56,7 +56,7 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
   // Waits for receive peer i's unit (line, lane) of this slice; a thread
   // past the slice's lines (active false) takes part in the wait only.
   WEFT_HD bool loadPeerUnit(int i, int64_t line, int lane, bool active, Word* out) {
-    const LineRegion& r = this->recv_[i].ll128;
+    const LineRegion& r = this->recv_[i].r;
     const char* at = lineStep(r) + line * kLL128LineBytes;
     const uint64_t flag = ll128Flag(r.step);
     uint64_t words[kWords] = {};
@@ -127,7 +127,7 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
     uint64_t words[kWords];
     for (int j = 0; j < kWords; ++j) words[j] = acc[j].bits;
     for (int i = 0; i < kMaxSend && i < ns; ++i) {
-      const LineRegion& r = this->send_[i].ll128;
+      const LineRegion& r = this->send_[i].r;
       ll128StoreUnit(lineStep(r) + line * kLL128LineBytes, lane, words, ll128Flag(r.step));
     }
     return true;
