@@ -406,7 +406,8 @@ Status Bootstrap::allGather(void* data, size_t bytes) {
   return okStatus();
 }
 
-Status Bootstrap::gatherAmong(const std::vector<int>& members, int tag, void* data, size_t bytes) {
+Status Bootstrap::gatherAmong(const std::vector<int>& members, int tag, void* data, size_t bytes,
+                              const std::function<Status(const void* all)>& check) {
   const auto self = std::find(members.begin(), members.end(), rank_);
   if (self == members.end())
     return errorStatus(ncclInternalError, "rank %d: gatherAmong without this rank among the members", rank_);
@@ -419,9 +420,10 @@ Status Bootstrap::gatherAmong(const std::vector<int>& members, int tag, void* da
   struct Verdict {
     int32_t failedRank;  // -1: good
     int32_t members;
+    int32_t refused;  // 1: the first member's check failed (why says how)
     char why[400];
   };
-  Verdict verdict{-1, static_cast<int32_t>(members.size()), {}};
+  Verdict verdict{-1, static_cast<int32_t>(members.size()), 0, {}};
   if (self != members.begin()) {
     WEFT_RETURN_IF_ERROR(sendTo(leader, tag, base + static_cast<size_t>(self - members.begin()) * bytes, bytes, true));
     WEFT_RETURN_IF_ERROR(recvFrom(leader, tag + 1, &verdict, sizeof(verdict), true));
@@ -429,6 +431,9 @@ Status Bootstrap::gatherAmong(const std::vector<int>& members, int tag, void* da
     if (verdict.failedRank >= 0)
       return errorStatus(ncclRemoteError, "rank %d: rank %d, which gathers the others, heard nothing from rank %d: %s",
                          rank_, leader, verdict.failedRank, verdict.why);
+    if (verdict.refused != 0)
+      return errorStatus(ncclInvalidUsage, "rank %d: rank %d, which gathers the others, found: %s", rank_, leader,
+                         verdict.why);
     if (verdict.members != static_cast<int32_t>(members.size()))
       return errorStatus(ncclInvalidUsage,
                          "rank %d: rank %d, which gathers the others, counts %d ranks taking part and this rank %zu: "
@@ -444,15 +449,24 @@ Status Bootstrap::gatherAmong(const std::vector<int>& members, int tag, void* da
       std::snprintf(verdict.why, sizeof(verdict.why), "%s", gathered.message().c_str());
     }
   }
+  Status checked = okStatus();
+  if (gathered.ok() && check) {
+    checked = check(base);
+    if (!checked.ok()) {
+      verdict.refused = 1;
+      std::snprintf(verdict.why, sizeof(verdict.why), "%s", checked.message().c_str());
+    }
+  }
   // Every member that is still there hears the verdict, good or bad.
   Status told = okStatus();
   for (size_t i = 1; i < members.size(); ++i) {
     if (members[i] == verdict.failedRank) continue;
     Status sent = sendTo(members[i], tag + 1, &verdict, sizeof(verdict), true);
-    if (sent.ok() && gathered.ok()) sent = sendTo(members[i], tag + 2, base, all, true);
+    if (sent.ok() && gathered.ok() && checked.ok()) sent = sendTo(members[i], tag + 2, base, all, true);
     if (told.ok() && !sent.ok()) told = sent;
   }
   WEFT_RETURN_IF_ERROR(gathered);
+  WEFT_RETURN_IF_ERROR(checked);
   return told;
 }
 

@@ -58,8 +58,13 @@ class Bootstrap {
   // left out (dead, hung or busy elsewhere) take no part. Failure notices
   // and this communicator's abort flag do not end it (recovering from them
   // is what shrinking is for); a member found gone, or silent past the wait
-  // limit, does, named. Uses tags `tag` to `tag` + 2.
-  Status gatherAmong(const std::vector<int>& members, int tag, void* data, size_t bytes);
+  // limit, does, named. Uses tags `tag` to `tag` + 2. `check`, when given,
+  // runs on the first member over everything gathered before any of it is
+  // sent: its error ends the exchange on every member (as ncclInvalidUsage
+  // naming what it found), the data unsent, so that a member that gave up
+  // at once cannot turn the first member's error into a send to a gone peer.
+  Status gatherAmong(const std::vector<int>& members, int tag, void* data, size_t bytes,
+                     const std::function<Status(const void* all)>& check = nullptr);
 
   // Failure propagation. notifyFailure tells every other rank that rank
   // `origin` failed and why, to all at once and within half a second; each

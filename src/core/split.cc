@@ -178,19 +178,25 @@ Status shrinkComm(Comm* parent, const int* exclude, int count, const CommConfig&
   std::vector<ShrinkRecord> records(members.size());
   records[self] = ShrinkRecord{parent->rank, flags, excludeHash, listen.localAddress()};
   const int tag = kShrinkTagBase + 4 * (shrinkIndex % (1 << 20));
-  Status gathered = parent->bootstrap->gatherAmong(members, tag, records.data(), sizeof(ShrinkRecord));
-  if (gathered.code() == ncclInvalidUsage)  // another count of survivors: another list
+  // Every record's list is this rank's: checked by the first survivor
+  // before it sends anything, and by every rank on what it receives.
+  auto sameLists = [&](const void* all) -> Status {
+    const auto* gathered = static_cast<const ShrinkRecord*>(all);
+    for (size_t i = 0; i < members.size(); ++i)
+      if (gathered[i].excludeHash != excludeHash)
+        return errorStatus(ncclInvalidUsage,
+                           "rank %d: rank %d called ncclCommShrink with another excludeRanksList than this rank's "
+                           "(which excludes %d): expected the same list on every rank that stays",
+                           parent->rank, gathered[i].parentRank, count);
+    return okStatus();
+  };
+  Status gathered = parent->bootstrap->gatherAmong(members, tag, records.data(), sizeof(ShrinkRecord), sameLists);
+  if (gathered.code() == ncclInvalidUsage && gathered.message().find("excludeRanksList") == std::string::npos)
     return gathered.withContext("the ranks that stay passed another excludeRanksList than this rank");
   WEFT_RETURN_IF_ERROR(gathered);
+  WEFT_RETURN_IF_ERROR(sameLists(records.data()));
   std::vector<SocketAddress> addresses;
-  for (const ShrinkRecord& r : records) {
-    if (r.excludeHash != excludeHash)
-      return errorStatus(ncclInvalidUsage,
-                         "rank %d: rank %d called ncclCommShrink with another excludeRanksList than this rank's (which "
-                         "excludes %d): expected the same list on every rank that stays",
-                         parent->rank, r.parentRank, count);
-    addresses.push_back(r.listen);
-  }
+  for (const ShrinkRecord& r : records) addresses.push_back(r.listen);
   const uint64_t seed[4] = {parent->commHash, static_cast<uint64_t>(shrinkIndex), excludeHash, 0x5368726b};
   const uint64_t secret = hashBytes(seed, sizeof(seed));
   WEFT_INFO(log::kInit, "ncclCommShrink: parent rank %d of %d, %d excluded%s -> rank %zu of %zu", parent->rank,
