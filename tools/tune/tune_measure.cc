@@ -73,6 +73,23 @@ bool timeAt(const std::string& csv, size_t bytes, double* us) {
 
 double secondsOf(const std::chrono::steady_clock::duration& d) { return std::chrono::duration<double>(d).count(); }
 
+// weft-perf on 2 local ranks, unchecked, the slowest rank's median per size, as CSV.
+std::vector<std::string> perfArgv(const std::string& perfPath, const std::string& coll, size_t minBytes,
+                                  size_t maxBytes, size_t factor, int iters, int warmup, bool threads) {
+  std::vector<std::string> argv = {perfPath,   coll,
+                                   "-np",      "2",
+                                   "-b",       std::to_string(minBytes),
+                                   "-e",       std::to_string(maxBytes),
+                                   "-f",       std::to_string(factor),
+                                   "-n",       std::to_string(iters),
+                                   "-w",       std::to_string(warmup),
+                                   "-c",       "0",
+                                   "-a",       "3",
+                                   "--median", "--csv"};
+  if (threads) argv.push_back("--threads");
+  return argv;
+}
+
 }  // namespace
 
 double median(std::vector<double> values) {
@@ -83,18 +100,8 @@ double median(std::vector<double> values) {
 }
 
 bool runPerf(const std::string& perfPath, const PerfRun& run, double* smallUs, double* largeUs, std::string* why) {
-  const size_t factor = run.largeBytes / run.smallBytes;
-  std::vector<std::string> argv = {perfPath,   "allreduce",
-                                   "-np",      "2",
-                                   "-b",       std::to_string(run.smallBytes),
-                                   "-e",       std::to_string(run.largeBytes),
-                                   "-f",       std::to_string(factor),
-                                   "-n",       std::to_string(run.iters),
-                                   "-w",       "5",
-                                   "-c",       "0",
-                                   "-a",       "3",
-                                   "--median", "--csv"};
-  if (run.threads) argv.push_back("--threads");
+  std::vector<std::string> argv = perfArgv(perfPath, "allreduce", run.smallBytes, run.largeBytes,
+                                           run.largeBytes / run.smallBytes, run.iters, 5, run.threads);
   // Every figure is a ring's, on one channel, through the FIFO, whatever
   // the caller's environment says.
   std::vector<std::pair<std::string, std::string>> env = {
@@ -113,17 +120,8 @@ bool runPerf(const std::string& perfPath, const PerfRun& run, double* smallUs, d
 
 bool runSweep(const std::string& perfPath, const Sweep& sweep, std::vector<std::pair<size_t, double>>* times,
               std::string* why) {
-  std::vector<std::string> argv = {perfPath,   sweep.coll,
-                                   "-np",      "2",
-                                   "-b",       std::to_string(sweep.minBytes),
-                                   "-e",       std::to_string(sweep.maxBytes),
-                                   "-f",       "2",
-                                   "-n",       std::to_string(sweep.iters),
-                                   "-w",       std::to_string(sweep.warmup),
-                                   "-c",       "0",
-                                   "-a",       "3",
-                                   "--median", "--csv"};
-  if (sweep.threads) argv.push_back("--threads");
+  std::vector<std::string> argv =
+      perfArgv(perfPath, sweep.coll, sweep.minBytes, sweep.maxBytes, 2, sweep.iters, sweep.warmup, sweep.threads);
   for (const std::string& a : sweep.args) argv.push_back(a);
   std::string out;
   if (!capture(argv, sweep.env, &out, why)) return false;
