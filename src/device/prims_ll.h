@@ -50,7 +50,7 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
   WEFT_HD static void loadElems(Pack& pack, const T* from, int count) {
 #if !WEFT_DEVICE_PASS
     if (count == kPerPack) {
-      memcpy(&pack.bits, from, sizeof(pack.bits));
+      memcpy(pack.elems, from, sizeof(T) * kPerPack);
       return;
     }
 #endif
@@ -60,7 +60,7 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
   WEFT_HD static void storeElems(T* to, const Pack& pack, int count) {
 #if !WEFT_DEVICE_PASS
     if (count == kPerPack) {
-      memcpy(to, &pack.bits, sizeof(pack.bits));
+      memcpy(to, pack.elems, sizeof(T) * kPerPack);
       return;
     }
 #endif
