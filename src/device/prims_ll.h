@@ -44,7 +44,7 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
   WEFT_HD static int64_t sliceLineBytes(int64_t n) { return divUp<int64_t>(n, kPerPack) * kLLPackLineBytes; }
 
   // A whole pack moves as one 8-byte word on the host (the element loop of
-  // a uint8 Broadcast took ~19 instructions a pack more, callgrind at
+  // a uint8 Broadcast took about 16 instructions a pack more, callgrind at
   // 256 B); on the GPU element by element, since a user buffer of small
   // elements need not be 8-byte aligned there.
   WEFT_HD static void loadElems(Pack& pack, const T* from, int count) {
