@@ -5,7 +5,9 @@
 //    call delivers exactly what was sent (a stale line accepted, or a fresh
 //    one refused, shows up as wrong data or a timeout).
 //  - The consumer combines with its own input (recvReduceCopy) in the same
-//    run, so the reducing path and its tail packs are checked too.
+//    run, so the reducing path and its tail packs are checked too; and with
+//    an order-revealing operation, its input first or last
+//    (recvReduceCopyInOrder), as a 2-rank one-shot AllReduce does.
 //  - LL128 the same way across its line (120 payload bytes) and step borders,
 //    with the LL region left untouched, and both protocols in turn on one
 //    link (each keeps to its own region and step sequence).
@@ -150,6 +152,76 @@ TEST(LL128, EveryLineAndStepBorderUint8) { runWrapStress<uint8_t, ProtoLL128>(10
 TEST(LL128, Float64AcrossTheWrapOfLLsFlags) { runWrapStress<double, ProtoLL128>(128, (uint64_t{1} << 32) - 333, 3000); }
 
 TEST(LL128, Int32WithLargeSteps) { runWrapStress<int32_t, ProtoLL128>(1 << 20, 12345, 300); }
+
+// A combination whose order shows: op(a, b) = 3a + b. The consumer combines
+// the peer's pack with its own input with the own input first (ownAt 0) or
+// last (ownAt 1), in calls whose sizes end inside a pack and on its border
+// (whole packs and the tail take different code on the host, prims_ll.h).
+template <typename T>
+struct FuncOrdered {
+  static constexpr bool kHasPre = false;
+  static constexpr bool kHasPost = false;
+  T operator()(T a, T b) const { return static_cast<T>(3 * a + b); }
+  T pre(T x) const { return x; }
+  T post(T x) const { return x; }
+};
+
+template <typename T>
+void runOrdered(int64_t stepBytes, int calls) {
+  Link link(stepBytes, 0, 1);
+  using Prims = Primitives<T, FuncOrdered<T>, Fan<1, 1>, ProtoLL, HostCoop>;
+  const int64_t sliceElems = sliceElemsOf<ProtoLL, T>(link.producer);
+  const HostWaitConfig config = testConfig();
+  WaitFailureInfo sendFailure, recvFailure;
+  std::vector<int> bad;
+  auto peerValue = [](int call, int64_t i) { return static_cast<T>(call + 7 * i + 1); };
+  auto ownValue = [](int call, int64_t i) { return static_cast<T>(2 * call + i + 5); };
+  std::thread producer([&] {
+    HostCoop coop(config);
+    FifoEnd* sends[1] = {&link.producer};
+    std::vector<T> data;
+    for (int call = 0; call < calls && !coop.failed(); ++call) {
+      const int64_t n = sizeOfCall(call, sliceElems);
+      data.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) data[static_cast<size_t>(i)] = peerValue(call, i);
+      Prims prims(coop, FuncOrdered<T>(), 0, nullptr, 0, sends, 1);
+      prims.send(data.data(), n);
+    }
+    sendFailure = coop.failure();
+  });
+  std::thread consumer([&] {
+    HostCoop coop(config);
+    FifoEnd* recvs[1] = {&link.consumer};
+    std::vector<T> own, out;
+    for (int call = 0; call < calls && !coop.failed(); ++call) {
+      const int64_t n = sizeOfCall(call, sliceElems);
+      const int ownAt = call % 2;
+      own.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) own[static_cast<size_t>(i)] = ownValue(call, i);
+      out.assign(static_cast<size_t>(n), static_cast<T>(0));
+      Prims prims(coop, FuncOrdered<T>(), 0, recvs, 1, nullptr, 0);
+      prims.recvReduceCopyInOrder(own.data(), out.data(), n, ownAt, true);
+      for (int64_t i = 0; i < n; ++i) {
+        const T o = ownValue(call, i), q = peerValue(call, i);
+        const T want = ownAt == 0 ? static_cast<T>(3 * o + q) : static_cast<T>(3 * q + o);
+        if (out[static_cast<size_t>(i)] != want) {
+          bad.push_back(call);
+          break;
+        }
+      }
+    }
+    recvFailure = coop.failure();
+  });
+  producer.join();
+  consumer.join();
+  ASSERT_EQ(sendFailure.kind, WaitFailure::kNone);
+  ASSERT_EQ(recvFailure.kind, WaitFailure::kNone);
+  EXPECT_TRUE(bad.empty()) << bad.size() << " calls combined in the wrong order, first call " << bad.front();
+}
+
+TEST(LL, OwnInputKeepsItsPlaceInTheOrderUint8) { runOrdered<uint8_t>(128, 600); }
+
+TEST(LL, OwnInputKeepsItsPlaceInTheOrderUint32) { runOrdered<uint32_t>(256, 600); }
 
 // Calls alternate between LL and LL128 on one link, each protocol on its own
 // region: every call delivers its data, and each region counted its own steps.
