@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -153,10 +154,11 @@ TEST(LL128, Float64AcrossTheWrapOfLLsFlags) { runWrapStress<double, ProtoLL128>(
 
 TEST(LL128, Int32WithLargeSteps) { runWrapStress<int32_t, ProtoLL128>(1 << 20, 12345, 300); }
 
-// A combination whose order shows: op(a, b) = 3a + b. The consumer combines
-// the peer's pack with its own input with the own input first (ownAt 0) or
-// last (ownAt 1), in calls whose sizes end inside a pack and on its border
-// (whole packs and the tail take different code on the host, prims_ll.h).
+// A combination whose order shows: op(a, b) = 3a + b. A consumer combines
+// the packs of kPeers producers with its own input placed at every position
+// of the order in turn (ownAt), as one-shot AllReduce does, in calls whose
+// sizes end inside a pack and on its border (whole packs and the tail take
+// different code on the host, prims_ll.h).
 template <typename T>
 struct FuncOrdered {
   static constexpr bool kHasPre = false;
@@ -166,62 +168,73 @@ struct FuncOrdered {
   T post(T x) const { return x; }
 };
 
-template <typename T>
+template <typename T, int kPeers>
 void runOrdered(int64_t stepBytes, int calls) {
-  Link link(stepBytes, 0, 1);
-  using Prims = Primitives<T, FuncOrdered<T>, Fan<1, 1>, ProtoLL, HostCoop>;
-  const int64_t sliceElems = sliceElemsOf<ProtoLL, T>(link.producer);
+  std::vector<std::unique_ptr<Link>> links;
+  for (int i = 0; i < kPeers; ++i) links.push_back(std::make_unique<Link>(stepBytes, i, kPeers));
+  using Prims = Primitives<T, FuncOrdered<T>, Fan<kPeers, kPeers>, ProtoLL, HostCoop>;
+  const int64_t sliceElems = sliceElemsOf<ProtoLL, T>(links[0]->producer);
   const HostWaitConfig config = testConfig();
-  WaitFailureInfo sendFailure, recvFailure;
+  std::vector<WaitFailureInfo> failures(kPeers + 1);
   std::vector<int> bad;
-  auto peerValue = [](int call, int64_t i) { return static_cast<T>(call + 7 * i + 1); };
+  auto peerValue = [](int peer, int call, int64_t i) { return static_cast<T>(call + 7 * i + 13 * peer + 1); };
   auto ownValue = [](int call, int64_t i) { return static_cast<T>(2 * call + i + 5); };
-  std::thread producer([&] {
-    HostCoop coop(config);
-    FifoEnd* sends[1] = {&link.producer};
-    std::vector<T> data;
-    for (int call = 0; call < calls && !coop.failed(); ++call) {
-      const int64_t n = sizeOfCall(call, sliceElems);
-      data.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) data[static_cast<size_t>(i)] = peerValue(call, i);
-      Prims prims(coop, FuncOrdered<T>(), 0, nullptr, 0, sends, 1);
-      prims.send(data.data(), n);
-    }
-    sendFailure = coop.failure();
-  });
+  std::vector<std::thread> producers;
+  for (int peer = 0; peer < kPeers; ++peer) {
+    producers.emplace_back([&, peer] {
+      HostCoop coop(config);
+      FifoEnd* sends[1] = {&links[static_cast<size_t>(peer)]->producer};
+      std::vector<T> data;
+      for (int call = 0; call < calls && !coop.failed(); ++call) {
+        const int64_t n = sizeOfCall(call, sliceElems);
+        data.resize(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) data[static_cast<size_t>(i)] = peerValue(peer, call, i);
+        Primitives<T, FuncOrdered<T>, Fan<1, 1>, ProtoLL, HostCoop> prims(coop, FuncOrdered<T>(), 0, nullptr, 0, sends,
+                                                                          1);
+        prims.send(data.data(), n);
+      }
+      failures[static_cast<size_t>(peer)] = coop.failure();
+    });
+  }
   std::thread consumer([&] {
     HostCoop coop(config);
-    FifoEnd* recvs[1] = {&link.consumer};
+    FifoEnd* recvs[kPeers];
+    for (int i = 0; i < kPeers; ++i) recvs[i] = &links[static_cast<size_t>(i)]->consumer;
     std::vector<T> own, out;
     for (int call = 0; call < calls && !coop.failed(); ++call) {
       const int64_t n = sizeOfCall(call, sliceElems);
-      const int ownAt = call % 2;
+      const int ownAt = call / 9 % (kPeers + 1);  // every size (sizeOfCall: 9 in turn) at every position
       own.resize(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) own[static_cast<size_t>(i)] = ownValue(call, i);
       out.assign(static_cast<size_t>(n), static_cast<T>(0));
-      Prims prims(coop, FuncOrdered<T>(), 0, recvs, 1, nullptr, 0);
+      Prims prims(coop, FuncOrdered<T>(), 0, recvs, kPeers, nullptr, 0);
       prims.recvReduceCopyInOrder(own.data(), out.data(), n, ownAt, true);
       for (int64_t i = 0; i < n; ++i) {
-        const T o = ownValue(call, i), q = peerValue(call, i);
-        const T want = ownAt == 0 ? static_cast<T>(3 * o + q) : static_cast<T>(3 * q + o);
+        // Sources in order: the peers, the own input inserted at ownAt.
+        std::vector<T> order;
+        for (int peer = 0; peer < kPeers; ++peer) order.push_back(peerValue(peer, call, i));
+        order.insert(order.begin() + ownAt, ownValue(call, i));
+        T want = order[0];
+        for (size_t k = 1; k < order.size(); ++k) want = static_cast<T>(3 * want + order[k]);
         if (out[static_cast<size_t>(i)] != want) {
           bad.push_back(call);
           break;
         }
       }
     }
-    recvFailure = coop.failure();
+    failures[kPeers] = coop.failure();
   });
-  producer.join();
+  for (std::thread& t : producers) t.join();
   consumer.join();
-  ASSERT_EQ(sendFailure.kind, WaitFailure::kNone);
-  ASSERT_EQ(recvFailure.kind, WaitFailure::kNone);
+  for (const WaitFailureInfo& f : failures) ASSERT_EQ(f.kind, WaitFailure::kNone);
   EXPECT_TRUE(bad.empty()) << bad.size() << " calls combined in the wrong order, first call " << bad.front();
 }
 
-TEST(LL, OwnInputKeepsItsPlaceInTheOrderUint8) { runOrdered<uint8_t>(128, 600); }
+TEST(LL, OwnInputKeepsItsPlaceInTheOrderUint8) { runOrdered<uint8_t, 1>(128, 600); }
 
-TEST(LL, OwnInputKeepsItsPlaceInTheOrderUint32) { runOrdered<uint32_t>(256, 600); }
+TEST(LL, OwnInputKeepsItsPlaceInTheOrderUint32) { runOrdered<uint32_t, 1>(256, 600); }
+
+TEST(LL, OwnInputKeepsItsPlaceAmongTwoPeersUint16) { runOrdered<uint16_t, 2>(128, 600); }
 
 // Calls alternate between LL and LL128 on one link, each protocol on its own
 // region: every call delivers its data, and each region counted its own steps.
