@@ -85,39 +85,58 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
     return ok;
   }
 
+  // Combines one pack's sources in order into *acc: the own input (own())
+  // at position ownPos among the receive peers, peer(i, &pack) giving peer
+  // i's (false when its wait failed). False when a wait failed.
+  template <bool Src, int kR, typename Own, typename Peer>
+  WEFT_HD bool combineInOrder(Pack* acc, int nr, int ownPos, int count, Own&& own, Peer&& peer) const {
+    bool first = true;
+    auto add = [&](const Pack& in) {
+      if (first)
+        *acc = in;
+      else
+        combine(*acc, in, count);
+      first = false;
+    };
+    for (int i = 0; i < kR && i < nr; ++i) {
+      if (Src && i == ownPos) add(own());
+      Pack in;
+      if (!peer(i, &in)) return false;
+      add(in);
+    }
+    if (Src && ownPos >= nr) add(own());
+    return true;
+  }
+
+  // The own input's pack p (count elements), with the pre-op when `pre`.
+  WEFT_HD Pack ownPack(const T* src, int64_t p, int count, bool pre) const {
+    Pack own;
+    own.bits = 0;
+    loadElems(own, src + p * kPerPack, count);
+    if (pre)
+      for (int e = 0; e < count; ++e) own.elems[e] = this->op_.pre(own.elems[e]);
+    return own;
+  }
+
+  // A combined pack's post-op (when `post`) and its copy to the output.
+  template <bool Dst>
+  WEFT_HD void finishPack(Pack& acc, T* dst, int64_t p, int count, bool post) const {
+    if (post)
+      for (int e = 0; e < count; ++e) acc.elems[e] = this->op_.post(acc.elems[e]);
+    if (Dst) storeElems(dst + p * kPerPack, acc, count);
+  }
+
   // One pack: sources in order (the own input at position ownPos among the
   // peers), then the outputs. False when a receive wait failed.
   template <bool Src, bool Dst>
   WEFT_HD bool movePack(const T* src, T* dst, int64_t p, int count, int nr, int ns, int ownPos, bool pre, bool post) {
     Pack acc;
     acc.bits = 0;
-    bool first = true;
-    auto addOwn = [&] {
-      Pack own;
-      own.bits = 0;
-      loadElems(own, src + p * kPerPack, count);
-      if (pre)
-        for (int e = 0; e < count; ++e) own.elems[e] = this->op_.pre(own.elems[e]);
-      if (first)
-        acc = own;
-      else
-        combine(acc, own, count);
-      first = false;
-    };
-    for (int i = 0; i < kMaxRecv && i < nr; ++i) {
-      if (Src && i == ownPos) addOwn();
-      Pack in;
-      if (!loadPeerPack(i, p, &in)) return false;
-      if (first)
-        acc = in;
-      else
-        combine(acc, in, count);
-      first = false;
-    }
-    if (Src && ownPos >= nr) addOwn();
-    if (post)
-      for (int e = 0; e < count; ++e) acc.elems[e] = this->op_.post(acc.elems[e]);
-    if (Dst) storeElems(dst + p * kPerPack, acc, count);
+    if (!combineInOrder<Src, kMaxRecv>(
+            &acc, nr, ownPos, count, [&] { return ownPack(src, p, count, pre); },
+            [&](int i, Pack* in) { return loadPeerPack(i, p, in); }))
+      return false;
+    finishPack<Dst>(acc, dst, p, count, post);
     for (int i = 0; i < kMaxSend && i < ns; ++i) {
       const LineRegion& r = this->send_[i].r;
       llStorePack(lineStep(r) + p * kLLPackLineBytes, acc.bits, llFlag(r.step));
@@ -179,50 +198,30 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
     const int64_t whole = n / kPerPack;
     const int64_t lines = divUp<int64_t>(divUp<int64_t>(n, kPerPack), kPacksPerLine);
     for (int64_t l = 0; ns > 0 && l < kWriteAhead; ++l) this->prefetchSendUnit(l, lines, 64, ns);
-    const char* in[kR > 0 ? kR : 1] = {};
+    const char* inAt[kR > 0 ? kR : 1] = {};
     uint32_t inFlag[kR > 0 ? kR : 1] = {};
     for (int i = 0; i < kR && i < nr; ++i) {
-      in[i] = lineStep(this->recv_[i].r);
+      inAt[i] = lineStep(this->recv_[i].r);
       inFlag[i] = llFlag(this->recv_[i].r.step);
     }
-    char* out[kS > 0 ? kS : 1] = {};
+    char* outAt[kS > 0 ? kS : 1] = {};
     uint32_t outFlag[kS > 0 ? kS : 1] = {};
     for (int i = 0; i < kS && i < ns; ++i) {
-      out[i] = lineStep(this->send_[i].r);
+      outAt[i] = lineStep(this->send_[i].r);
       outFlag[i] = llFlag(this->send_[i].r.step);
     }
     for (int64_t p = 0; p < whole; ++p) {
       if (ns > 0 && p % kPacksPerLine == 0) this->prefetchSendUnit(p / kPacksPerLine + kWriteAhead, lines, 64, ns);
       Pack acc;
       acc.bits = 0;
-      bool first = true;
-      auto addOwn = [&] {
-        Pack own;
-        memcpy(&own.bits, src + p * kPerPack, sizeof(own.bits));
-        if (pre)
-          for (int e = 0; e < kPerPack; ++e) own.elems[e] = this->op_.pre(own.elems[e]);
-        if (first)
-          acc = own;
-        else
-          combine(acc, own, kPerPack);
-        first = false;
-      };
-      for (int i = 0; i < kR && i < nr; ++i) {
-        if (Src && i == ownPos) addOwn();
-        Pack peer;
-        if (!llLoadPack(in[i] + p * kLLPackLineBytes, inFlag[i], &peer.bits) && !loadPeerPack(i, p, &peer))
-          return false;
-        if (first)
-          acc = peer;
-        else
-          combine(acc, peer, kPerPack);
-        first = false;
-      }
-      if (Src && ownPos >= nr) addOwn();
-      if (post)
-        for (int e = 0; e < kPerPack; ++e) acc.elems[e] = this->op_.post(acc.elems[e]);
-      if (Dst) memcpy(dst + p * kPerPack, &acc.bits, sizeof(acc.bits));
-      for (int i = 0; i < kS && i < ns; ++i) llStorePack(out[i] + p * kLLPackLineBytes, acc.bits, outFlag[i]);
+      if (!combineInOrder<Src, kR>(
+              &acc, nr, ownPos, kPerPack, [&] { return ownPack(src, p, kPerPack, pre); },
+              [&](int i, Pack* in) {
+                return llLoadPack(inAt[i] + p * kLLPackLineBytes, inFlag[i], &in->bits) || loadPeerPack(i, p, in);
+              }))
+        return false;
+      finishPack<Dst>(acc, dst, p, kPerPack, post);
+      for (int i = 0; i < kS && i < ns; ++i) llStorePack(outAt[i] + p * kLLPackLineBytes, acc.bits, outFlag[i]);
     }
     if (whole * kPerPack == n) return true;
     return movePack<Src, Dst>(src, dst, whole, static_cast<int>(n - whole * kPerPack), nr, ns, ownPos, pre, post);
