@@ -159,18 +159,19 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
     const int64_t packs = divUp<int64_t>(n, kPerPack);
     bool ok = true;
 #if !WEFT_DEVICE_PASS
+    const int64_t lines = divUp<int64_t>(packs, kPacksPerLine);
+    for (int64_t l = 0; ns > 0 && l < kWriteAhead; ++l) this->prefetchSendUnit(l, lines, 64, ns);
     if (this->coop_.size() == 1) {
       // One peer each way (a Broadcast, a ring, 2-rank one-shots): loops
       // the compiler unrolls whatever the fan. With the fan's bounds at
-      // nr = 1 (one-shot's Fan<kMaxFlatPeers, kMaxFlatPeers>), the arrays stay in memory and LL
-      // AllReduce of 512 B at 2 ranks took 1.05 against 0.58 us.
+      // nr = 1 (one-shot's Fan<kMaxFlatPeers, kMaxFlatPeers>), the arrays
+      // stay in memory and LL AllReduce of 512 B at 2 ranks took 1.05
+      // against 0.58 us.
       constexpr int kR = kMaxRecv < 1 ? kMaxRecv : 1;
       constexpr int kS = kMaxSend < 1 ? kMaxSend : 1;
-      if (nr <= kR && ns <= kS) return soloSlice<Src, Dst, kR, kS>(src, dst, n, nr, ns, ownPos, pre, post);
-      return soloSlice<Src, Dst, kMaxRecv, kMaxSend>(src, dst, n, nr, ns, ownPos, pre, post);
+      if (nr <= kR && ns <= kS) return soloSlice<Src, Dst, kR, kS>(src, dst, n, lines, nr, ns, ownPos, pre, post);
+      return soloSlice<Src, Dst, kMaxRecv, kMaxSend>(src, dst, n, lines, nr, ns, ownPos, pre, post);
     }
-    const int64_t lines = divUp<int64_t>(packs, kPacksPerLine);
-    for (int64_t l = 0; ns > 0 && l < kWriteAhead; ++l) this->prefetchSendUnit(l, lines, 64, ns);
 #endif
     for (int64_t p = this->coop_.threadRank(); ok && p < packs; p += this->coop_.size()) {
 #if !WEFT_DEVICE_PASS
@@ -192,12 +193,11 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
   // (callgrind: the address and flag per pack, the generic wait, and every
   // store through a byte pointer made the compiler load the region's fields
   // again). The last, partial pack goes through movePack.
-  // kR, kS: bounds of the peer loops (nr <= kR, ns <= kS).
+  // kR, kS: bounds of the peer loops (nr <= kR, ns <= kS). moveSlice has
+  // asked for the first kWriteAhead of the slice's `lines` send lines.
   template <bool Src, bool Dst, int kR, int kS>
-  bool soloSlice(const T* src, T* dst, int64_t n, int nr, int ns, int ownPos, bool pre, bool post) {
+  bool soloSlice(const T* src, T* dst, int64_t n, int64_t lines, int nr, int ns, int ownPos, bool pre, bool post) {
     const int64_t whole = n / kPerPack;
-    const int64_t lines = divUp<int64_t>(divUp<int64_t>(n, kPerPack), kPacksPerLine);
-    for (int64_t l = 0; ns > 0 && l < kWriteAhead; ++l) this->prefetchSendUnit(l, lines, 64, ns);
     const char* inAt[kR > 0 ? kR : 1] = {};
     uint32_t inFlag[kR > 0 ? kR : 1] = {};
     for (int i = 0; i < kR && i < nr; ++i) {
