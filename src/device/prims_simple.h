@@ -15,6 +15,7 @@ template <typename T, typename RedOp, typename FanT, typename Coop>
 class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   static constexpr int kMaxRecv = FanT::kMaxRecv;
   static constexpr int kMaxSend = FanT::kMaxSend;
+  static constexpr bool kInPlace = Coop::kOneThread;
   static_assert(kMaxRecv + 1 <= kMaxSrcs && kMaxSend + 1 <= kMaxDsts, "fan exceeds reduceCopy limits");
   // Every loop over the peers is bounded by the fan as well as the count.
   // Besides letting the compiler unroll, this keeps the code of different
@@ -25,21 +26,25 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // bounds, fixed it; tests/unit/oneshot_test.cc catches it).
 
  public:
-  // Copies the FIFO ends (each thread keeps its own positions); the leader
-  // writes positions back when the object goes away.
+  // A team of several threads copies the FIFO ends (each thread keeps its
+  // own positions) and its leader writes the positions back when the object
+  // goes away. A team of one thread (Coop::kOneThread: every rank of the
+  // host backend) works on the ends in place: nothing else touches a rank's
+  // own ends during its call, so the result is the same, without copying
+  // two hundred bytes an end and comparing them back at every call.
   WEFT_HD Primitives(Coop& coop, const RedOp& op, int channel, FifoEnd* const* recvEnds, int nRecv,
                      FifoEnd* const* sendEnds, int nSend)
       : coop_(coop), op_(op), channel_(channel), nRecv_(nRecv), nSend_(nSend) {
     int64_t stepBytes = 0;
     for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
       recvOrig_[i] = recvEnds[i];
-      recv_[i] = *recvEnds[i];
-      stepBytes = stepBytes == 0 ? recv_[i].stepBytes : minOf(stepBytes, recv_[i].stepBytes);
+      if constexpr (!kInPlace) recvCopy_[i] = *recvEnds[i];
+      stepBytes = stepBytes == 0 ? rx(i).stepBytes : minOf(stepBytes, rx(i).stepBytes);
     }
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
       sendOrig_[i] = sendEnds[i];
-      send_[i] = *sendEnds[i];
-      stepBytes = stepBytes == 0 ? send_[i].stepBytes : minOf(stepBytes, send_[i].stepBytes);
+      if constexpr (!kInPlace) sendCopy_[i] = *sendEnds[i];
+      stepBytes = stepBytes == 0 ? tx(i).stepBytes : minOf(stepBytes, tx(i).stepBytes);
     }
     stepElems_ = stepBytes / static_cast<int64_t>(sizeof(T));
   }
@@ -48,11 +53,13 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // same ends one after another (exchange pieces, one-shot peers), and every
   // thread of the next one must load the positions the leader saved here.
   WEFT_HD ~Primitives() {
-    if (coop_.leader()) {
-      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recv_[i]);
-      for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], send_[i]);
+    if constexpr (!kInPlace) {
+      if (coop_.leader()) {
+        for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) fifoSavePosition(recvOrig_[i], recvCopy_[i]);
+        for (int i = 0; i < kMaxSend && i < nSend_; ++i) fifoSavePosition(sendOrig_[i], sendCopy_[i]);
+      }
+      coop_.sync();
     }
-    coop_.sync();
   }
 
   Primitives(const Primitives&) = delete;
@@ -136,7 +143,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     if constexpr (Coop::kHasDirectRead && !RedOp::kHasPre) {
       if (!direct_ || !readAllowed_) return;
       auto pending = [&](int i) {
-        return (send_[i].reach == kReachAddress || readOk_[i]) && loadAcquire(send_[i].head) < send_[i].step;
+        return (tx(i).reach == kReachAddress || readOk_[i]) && loadAcquire(tx(i).head) < tx(i).step;
       };
       auto drained = [&] {
         for (int i = 0; i < kMaxSend && i < nSend_; ++i)
@@ -145,7 +152,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       };
       auto culprit = [&] {
         for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-          if (pending(i)) return WaitSite{send_[i].peer, 1, channel_};
+          if (pending(i)) return WaitSite{tx(i).peer, 1, channel_};
         return WaitSite{-1, 1, channel_};
       };
       coop_.waitUntil(drained, culprit);
@@ -178,19 +185,19 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     bool described = false;
     DirectPost post{};
     for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
-      if (recv_[i].reach == kReachNone) continue;
-      recv_[i].directCalls += 1;
+      if (rx(i).reach == kReachNone) continue;
+      rx(i).directCalls += 1;
       if (!coop_.leader() || !writable) continue;
-      if (recv_[i].reach == kReachShared && !described) {
+      if (rx(i).reach == kReachShared && !described) {
         post = coop_.describeDirect(ownBase, static_cast<uint64_t>(ownElems) * sizeof(T));
         described = true;
       }
-      postDirect(recv_[i], ownBase, post);
+      postDirect(rx(i), ownBase, post);
     }
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
       way_[i] = DirectWay::kSlot;
-      resolved_[i] = send_[i].reach == kReachNone || !writable;
-      if (send_[i].reach != kReachNone) send_[i].directCalls += 1;
+      resolved_[i] = tx(i).reach == kReachNone || !writable;
+      if (tx(i).reach != kReachNone) tx(i).directCalls += 1;
     }
     beginReads(Coop::kHasDirectRead ? input : nullptr, inputElems);
     auto settled = [&] {
@@ -212,7 +219,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     }
     if (coop_.leader())
       for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-        if (send_[i].reach == kReachShared && way_[i] == DirectWay::kPointer) send_[i].directMapped += 1;
+        if (tx(i).reach == kReachShared && way_[i] == DirectWay::kPointer) tx(i).directMapped += 1;
     return true;
   }
 
@@ -260,24 +267,24 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   WEFT_HD bool peersPosted() {
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
       if (resolved_[i]) continue;
-      const uint64_t want = 2 * send_[i].directCalls;
-      const uint64_t seq = loadAcquire(send_[i].directSeq);
+      const uint64_t want = 2 * tx(i).directCalls;
+      const uint64_t seq = loadAcquire(tx(i).directSeq);
       if (seq < want) return false;
       resolved_[i] = true;
       way_[i] = DirectWay::kSlot;
       if (seq > want) continue;
-      const uint64_t base = loadRelaxed(send_[i].directBase);
+      const uint64_t base = loadRelaxed(tx(i).directBase);
       DirectPost post{base, 0, 0, 0, 0};
-      if (send_[i].reach == kReachShared) {
-        const FifoControl* control = fifoControl(send_[i]);
+      if (tx(i).reach == kReachShared) {
+        const FifoControl* control = fifoControl(tx(i));
         post = DirectPost{base, loadRelaxed(&control->directSegment), loadRelaxed(&control->directSegOffset),
                           loadRelaxed(&control->directSegBytes), loadRelaxed(&control->directOwner)};
       }
       fenceAcquire();                                         // the fields' loads before the second look at the number
-      if (loadRelaxed(send_[i].directSeq) != want) continue;  // torn: the consumer moved on (see above)
+      if (loadRelaxed(tx(i).directSeq) != want) continue;     // torn: the consumer moved on (see above)
       peerAddr_[i] = base;
-      way_[i] = send_[i].reach == kReachShared ? coop_.resolveDirect(send_[i].peer, post, &peerAddr_[i])
-                                               : DirectWay::kPointer;
+      way_[i] =
+          tx(i).reach == kReachShared ? coop_.resolveDirect(tx(i).peer, post, &peerAddr_[i]) : DirectWay::kPointer;
     }
     return true;
   }
@@ -286,11 +293,11 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // producer's post of its input.
   WEFT_HD WaitSite firstUnsettled() {
     for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-      if ((!resolved_[i] && loadAcquire(send_[i].directSeq) < 2 * send_[i].directCalls) ||
-          (readPending_[i] && readableAnswer(send_[i]) < 0))
-        return WaitSite{send_[i].peer, 1, channel_};
+      if ((!resolved_[i] && loadAcquire(tx(i).directSeq) < 2 * tx(i).directCalls) ||
+          (readPending_[i] && readableAnswer(tx(i)) < 0))
+        return WaitSite{tx(i).peer, 1, channel_};
     for (int i = 0; i < kMaxRecv && i < nRecv_; ++i)
-      if (!readAnswered_[i]) return WaitSite{recv_[i].peer, 0, channel_};
+      if (!readAnswered_[i]) return WaitSite{rx(i).peer, 0, channel_};
     return WaitSite{-1, 1, channel_};
   }
 
@@ -304,7 +311,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     readPosts_ = input != nullptr;
     for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
       readMap_[i] = ReadMap{0, 0};
-      readAnswered_[i] = !readPosts_ || recv_[i].reach != kReachShared;
+      readAnswered_[i] = !readPosts_ || rx(i).reach != kReachShared;
     }
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) readOk_[i] = readPending_[i] = false;
     if constexpr (Coop::kHasDirectRead) {
@@ -312,12 +319,12 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       DirectPost post{};  // owner 0: not readable in place
       bool described = false;
       for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
-        if (send_[i].reach != kReachShared) continue;
+        if (tx(i).reach != kReachShared) continue;
         if (readAllowed_ && !RedOp::kHasPre && !described) {
           post = coop_.describeDirect(input, static_cast<uint64_t>(inputElems) * sizeof(T));
           described = true;
         }
-        postReadable(send_[i], post);
+        postReadable(tx(i), post);
         readPending_[i] = described;
       }
     }
@@ -330,11 +337,11 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     if constexpr (Coop::kHasDirectRead) {
       bool all = true;
       for (int i = 0; i < kMaxRecv && i < nRecv_; ++i)
-        if (!readAnswered_[i]) readAnswered_[i] = answerReadable(coop_, recv_[i], true, &readMap_[i]);
+        if (!readAnswered_[i]) readAnswered_[i] = answerReadable(coop_, rx(i), true, &readMap_[i]);
       for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) all = all && readAnswered_[i];
       for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
         if (!readPending_[i]) continue;
-        const int answer = readableAnswer(send_[i]);
+        const int answer = readableAnswer(tx(i));
         if (answer < 0) {
           all = false;
           continue;
@@ -354,9 +361,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
     if constexpr (Coop::kHasDirectRead) {
       if (!readPosts_) return;
       for (int i = 0; i < kMaxRecv && i < nRecv_; ++i)
-        if (!readAnswered_[i]) readAnswered_[i] = answerReadable(coop_, recv_[i], false, &readMap_[i]);
+        if (!readAnswered_[i]) readAnswered_[i] = answerReadable(coop_, rx(i), false, &readMap_[i]);
       for (int i = 0; i < kMaxSend && i < nSend_; ++i)
-        readOk_[i] = send_[i].reach == kReachShared && readableAnswer(send_[i]) == 1;
+        readOk_[i] = tx(i).reach == kReachShared && readableAnswer(tx(i)) == 1;
     }
   }
 
@@ -365,10 +372,10 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // (FifoControl::directStep, read after fifoCanConsume's acquire of tail).
   WEFT_HD bool recvIsDirect(int i) const {
     if (!direct_) return false;
-    if (recv_[i].reach == kReachAddress) return true;
+    if (rx(i).reach == kReachAddress) return true;
     if constexpr (Coop::kHasDirect) {
-      if (recv_[i].reach == kReachShared)
-        return loadRelaxed(&fifoControl(recv_[i])->directStep[recv_[i].step % kFifoSteps]) != 0;
+      if (rx(i).reach == kReachShared)
+        return loadRelaxed(&fifoControl(rx(i))->directStep[rx(i).step % kFifoSteps]) != 0;
     }
     return false;
   }
@@ -382,23 +389,22 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // processes (named only once this rank answered that it mapped it).
   WEFT_HD const T* recvSource(int i) const {
     if constexpr (Coop::kHasDirectRead) {
-      if (direct_ && recv_[i].reach != kReachNone) {
-        const uint64_t at = loadRelaxed(&fifoControl(recv_[i])->readFrom[recv_[i].step % kFifoSteps]);
+      if (direct_ && rx(i).reach != kReachNone) {
+        const uint64_t at = loadRelaxed(&fifoControl(rx(i))->readFrom[rx(i).step % kFifoSteps]);
         if (at != 0) {
-          const uint64_t here =
-              recv_[i].reach == kReachAddress ? at : readMap_[i].localBase + (at - readMap_[i].peerBase);
+          const uint64_t here = rx(i).reach == kReachAddress ? at : readMap_[i].localBase + (at - readMap_[i].peerBase);
           return reinterpret_cast<const T*>(static_cast<uintptr_t>(here));
         }
       }
     }
-    return reinterpret_cast<const T*>(fifoSlot(recv_[i]));
+    return reinterpret_cast<const T*>(fifoSlot(rx(i)));
   }
 
   WEFT_HD bool ready(int nr, int ns) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
-      if (!fifoCanConsume(recv_[i])) return false;
+      if (!fifoCanConsume(rx(i))) return false;
     for (int i = 0; i < kMaxSend && i < ns; ++i)
-      if (!fifoCanProduce(send_[i])) return false;
+      if (!fifoCanProduce(tx(i))) return false;
     if (nr > 0 && coop_.callSignatureHash() != 0) checkSignatures(nr);
     return true;
   }
@@ -407,15 +413,15 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   // step of another call is recorded on the team, whose wait then fails.
   WEFT_HD void checkSignatures(int nr) {
     const uint32_t ours = coop_.callSignatureHash();
-    for (int i = 0; i < kMaxRecv && i < nr; ++i) checkStepSignature(coop_, recv_[i], ours, channel_);
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) checkStepSignature(coop_, rx(i), ours, channel_);
   }
 
   // The first peer not ready: whom a timeout blames.
   WEFT_HD WaitSite culprit(int nr, int ns) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
-      if (!fifoCanConsume(recv_[i])) return WaitSite{recv_[i].peer, 0, channel_};
+      if (!fifoCanConsume(rx(i))) return WaitSite{rx(i).peer, 0, channel_};
     for (int i = 0; i < kMaxSend && i < ns; ++i)
-      if (!fifoCanProduce(send_[i])) return WaitSite{send_[i].peer, 1, channel_};
+      if (!fifoCanProduce(tx(i))) return WaitSite{tx(i).peer, 1, channel_};
     return WaitSite{-1, 0, channel_};
   }
 
@@ -449,7 +455,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
         if (Dst) dsts[nDsts++] = dst + offset;
         for (int i = 0; i < kMaxSend && i < ns; ++i) {
           readFrom_[i] = 0;
-          if (ReadSend && (send_[i].reach == kReachAddress || readOk_[i])) {
+          if (ReadSend && (tx(i).reach == kReachAddress || readOk_[i])) {
             readFrom_[i] = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(src + offset));
             sentDirect_[i] = false;
             continue;  // nothing to write for this peer
@@ -461,7 +467,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
           else if (way == DirectWay::kCrossMemory)
             dsts[nDsts++] = dst + offset;  // the own output once more: the kernel copies it from there
           else
-            dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(send_[i]));
+            dsts[nDsts++] = reinterpret_cast<T*>(fifoSlot(tx(i)));
         }
         if (!ReadSend || nDsts > 0)
           reduceCopy<kVerbMinSrcs<Recv, Src>, kVerbMaxSrcs<Recv, Src>, kVerbMinDsts<Send, Dst>,
@@ -489,7 +495,7 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       for (int i = 0; i < kMaxSend && i < ns; ++i) {
         if (sendWay(i) != DirectWay::kCrossMemory) continue;
         const uint64_t remote = peerAddr_[i] + static_cast<uint64_t>(out - ownBase_) * sizeof(T);
-        if (!coop_.crossWrite(send_[i].peer, out, remote, fifoSlot(send_[i]), static_cast<uint64_t>(n) * sizeof(T)))
+        if (!coop_.crossWrite(tx(i).peer, out, remote, fifoSlot(tx(i)), static_cast<uint64_t>(n) * sizeof(T)))
           refused |= 1 << i;
       }
     }
@@ -523,16 +529,42 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
       coop_.publishFence();
       const uint32_t hash = coop_.callSignatureHash();
       for (int i = 0; i < kMaxSend && i < ns; ++i) {
-        if (hash != 0) fifoSign(send_[i], coop_.callSignature(), hash);
-        if constexpr (Coop::kHasDirect) markStep(send_[i], sentDirect_[i]);
-        if constexpr (Coop::kHasDirectRead) nameReadFrom(send_[i], readFrom_[i]);
-        fifoPublish(send_[i], bytes);
+        if (hash != 0) fifoSign(tx(i), coop_.callSignature(), hash);
+        if constexpr (Coop::kHasDirect) markStep(tx(i), sentDirect_[i]);
+        if constexpr (Coop::kHasDirectRead) nameReadFrom(tx(i), readFrom_[i]);
+        fifoPublish(tx(i), bytes);
       }
-      for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(recv_[i]);
+      for (int i = 0; i < kMaxRecv && i < nr; ++i) fifoRelease(rx(i));
       return;
     }
-    for (int i = 0; i < kMaxSend && i < ns; ++i) send_[i].step += 1;
-    for (int i = 0; i < kMaxRecv && i < nr; ++i) recv_[i].step += 1;
+    for (int i = 0; i < kMaxSend && i < ns; ++i) tx(i).step += 1;
+    for (int i = 0; i < kMaxRecv && i < nr; ++i) rx(i).step += 1;
+  }
+
+  // This thread's view of receive link i and send link i (see the constructor).
+  WEFT_HD FifoEnd& rx(int i) {
+    if constexpr (kInPlace)
+      return *recvOrig_[i];
+    else
+      return recvCopy_[i];
+  }
+  WEFT_HD const FifoEnd& rx(int i) const {
+    if constexpr (kInPlace)
+      return *recvOrig_[i];
+    else
+      return recvCopy_[i];
+  }
+  WEFT_HD FifoEnd& tx(int i) {
+    if constexpr (kInPlace)
+      return *sendOrig_[i];
+    else
+      return sendCopy_[i];
+  }
+  WEFT_HD const FifoEnd& tx(int i) const {
+    if constexpr (kInPlace)
+      return *sendOrig_[i];
+    else
+      return sendCopy_[i];
   }
 
   Coop& coop_;
@@ -562,8 +594,9 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   bool readPending_[kMaxSend > 0 ? kMaxSend : 1] = {};
   bool readAnswered_[kMaxRecv > 0 ? kMaxRecv : 1] = {};
   ReadMap readMap_[kMaxRecv > 0 ? kMaxRecv : 1] = {};
-  FifoEnd recv_[kMaxRecv > 0 ? kMaxRecv : 1];
-  FifoEnd send_[kMaxSend > 0 ? kMaxSend : 1];
+  // The working copies of a team of several threads (unused in place).
+  FifoEnd recvCopy_[kInPlace ? 1 : (kMaxRecv > 0 ? kMaxRecv : 1)];
+  FifoEnd sendCopy_[kInPlace ? 1 : (kMaxSend > 0 ? kMaxSend : 1)];
   FifoEnd* recvOrig_[kMaxRecv > 0 ? kMaxRecv : 1];
   FifoEnd* sendOrig_[kMaxSend > 0 ? kMaxSend : 1];
 };

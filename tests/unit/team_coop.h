@@ -145,6 +145,8 @@ class TeamCoopT {
   static constexpr bool kLL128Trees = true;
   static constexpr bool kHasDirect = Direct;
   static constexpr bool kHasDirectRead = Direct;
+  // Several threads: each keeps its own copy of the FIFO positions.
+  static constexpr bool kOneThread = false;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
   static constexpr bool kExtraSumOnly = false;

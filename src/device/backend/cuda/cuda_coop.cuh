@@ -55,6 +55,8 @@ class CudaCoop {
   // Direct reads (prims_simple.h, directReadSend) are portable code, but
   // off in kernels until they have run on a GPU: the first sends copy.
   static constexpr bool kHasDirectRead = false;
+  // A block of threads: each keeps its own copy of the FIFO positions.
+  static constexpr bool kOneThread = false;
   __host__ __device__ DirectPost describeDirect(const void* base, uint64_t bytes) const {
     return describeWindow(windows_, base, bytes);
   }

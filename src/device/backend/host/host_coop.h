@@ -67,6 +67,8 @@ class HostCoop {
   // processes that map the input's segment, also let the consumer read the
   // producer's input in place (prims_simple.h, directReadSend).
   static constexpr bool kHasDirectRead = true;
+  // One thread a rank: primitives work on the FIFO ends in place (prims_simple.h).
+  static constexpr bool kOneThread = true;
   static constexpr bool kHasExchange = true;
   static constexpr bool kHasHierRing = true;
   static constexpr bool kExtraSumOnly = false;  // the exchanges, hierarchical ring and torus for every op
