@@ -91,16 +91,53 @@ class LinePrims {
   static constexpr int kMaxRecv = FanT::kMaxRecv;
   static constexpr int kMaxSend = FanT::kMaxSend;
 
-  // A working copy of what the object uses of an end: its protocol's line
-  // region and the peer's rank (for messages), not the whole FifoEnd (a
-  // quarter of its bytes: less to copy per call on the host, fewer
-  // registers on the GPU).
+  // A working copy of what a team of several threads uses of an end: its
+  // protocol's line region and the peer's rank (for messages), not the whole
+  // FifoEnd (a quarter of its bytes: fewer registers on the GPU). A team of
+  // one thread (Coop::kOneThread: every host rank) works on the end in place,
+  // as prims_simple.h does: no copy and no write-back per call.
+  static constexpr bool kInPlace = Coop::kOneThread;
   struct LineEnd {
     LineRegion r;
     int32_t peer;
   };
-  WEFT_HD static LineRegion& region(LineEnd& end) { return end.r; }
-  WEFT_HD static const LineRegion& region(const LineEnd& end) { return end.r; }
+  // This thread's view of receive link i and send link i, and their peers.
+  WEFT_HD LineRegion& rxr(int i) {
+    if constexpr (kInPlace)
+      return Derived::regionOf(*recvOrig_[i]);
+    else
+      return recv_[i].r;
+  }
+  WEFT_HD LineRegion& txr(int i) {
+    if constexpr (kInPlace)
+      return Derived::regionOf(*sendOrig_[i]);
+    else
+      return send_[i].r;
+  }
+  WEFT_HD const LineRegion& rxr(int i) const {
+    if constexpr (kInPlace)
+      return Derived::regionOf(*recvOrig_[i]);
+    else
+      return recv_[i].r;
+  }
+  WEFT_HD const LineRegion& txr(int i) const {
+    if constexpr (kInPlace)
+      return Derived::regionOf(*sendOrig_[i]);
+    else
+      return send_[i].r;
+  }
+  WEFT_HD int32_t rxPeer(int i) const {
+    if constexpr (kInPlace)
+      return recvOrig_[i]->peer;
+    else
+      return recv_[i].peer;
+  }
+  WEFT_HD int32_t txPeer(int i) const {
+    if constexpr (kInPlace)
+      return sendOrig_[i]->peer;
+    else
+      return send_[i].peer;
+  }
 
  public:
   WEFT_HD LinePrims(Coop& coop, const RedOp& op, int channel, FifoEnd* const* recvEnds, int nRecv,
@@ -109,14 +146,14 @@ class LinePrims {
     int64_t stepBytes = 0;
     for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) {
       recvOrig_[i] = recvEnds[i];
-      recv_[i] = LineEnd{Derived::regionOf(*recvEnds[i]), recvEnds[i]->peer};
-      const int64_t b = region(recv_[i]).stepBytes;
+      if constexpr (!kInPlace) recv_[i] = LineEnd{Derived::regionOf(*recvEnds[i]), recvEnds[i]->peer};
+      const int64_t b = rxr(i).stepBytes;
       stepBytes = stepBytes == 0 ? b : minOf(stepBytes, b);
     }
     for (int i = 0; i < kMaxSend && i < nSend_; ++i) {
       sendOrig_[i] = sendEnds[i];
-      send_[i] = LineEnd{Derived::regionOf(*sendEnds[i]), sendEnds[i]->peer};
-      const int64_t b = region(send_[i]).stepBytes;
+      if constexpr (!kInPlace) send_[i] = LineEnd{Derived::regionOf(*sendEnds[i]), sendEnds[i]->peer};
+      const int64_t b = txr(i).stepBytes;
       stepBytes = stepBytes == 0 ? b : minOf(stepBytes, b);
     }
     // Both ends of a connection see the same stepBytes, so they cut the
@@ -128,11 +165,15 @@ class LinePrims {
   // same ends one after another (exchange pieces, one-shot peers), and every
   // thread of the next one must load the positions the leader saved here.
   WEFT_HD ~LinePrims() {
-    if (coop_.leader()) {
-      for (int i = 0; i < kMaxRecv && i < nRecv_; ++i) lineSavePosition(&Derived::regionOf(*recvOrig_[i]), recv_[i].r);
-      for (int i = 0; i < kMaxSend && i < nSend_; ++i) lineSavePosition(&Derived::regionOf(*sendOrig_[i]), send_[i].r);
+    if constexpr (!kInPlace) {
+      if (coop_.leader()) {
+        for (int i = 0; i < kMaxRecv && i < nRecv_; ++i)
+          lineSavePosition(&Derived::regionOf(*recvOrig_[i]), recv_[i].r);
+        for (int i = 0; i < kMaxSend && i < nSend_; ++i)
+          lineSavePosition(&Derived::regionOf(*sendOrig_[i]), send_[i].r);
+      }
+      coop_.sync();
     }
-    coop_.sync();
   }
 
   LinePrims(const LinePrims&) = delete;
@@ -183,20 +224,20 @@ class LinePrims {
  private:
   WEFT_HD bool sendReady(int ns) {
     for (int i = 0; i < kMaxSend && i < ns; ++i)
-      if (!lineCanProduce(region(send_[i]))) return false;
+      if (!lineCanProduce(txr(i))) return false;
     return true;
   }
 
   WEFT_HD WaitSite sendCulprit(int ns) {
     for (int i = 0; i < kMaxSend && i < ns; ++i)
-      if (!lineCanProduce(region(send_[i]))) return WaitSite{send_[i].peer, 1, channel_};
+      if (!lineCanProduce(txr(i))) return WaitSite{txPeer(i), 1, channel_};
     return WaitSite{-1, 1, channel_};
   }
 
   // Leader, after every send peer's step is free: this call signs it.
   WEFT_HD void signSteps(int ns) {
     const uint32_t hash = coop_.callSignatureHash();
-    for (int i = 0; i < kMaxSend && i < ns; ++i) lineSign(region(send_[i]), coop_.callSignature(), hash);
+    for (int i = 0; i < kMaxSend && i < ns; ++i) lineSign(txr(i), coop_.callSignature(), hash);
   }
 
   // Leader: whether every receive peer's signature pack for this step has
@@ -213,7 +254,7 @@ class LinePrims {
     const int64_t lines = minOf<int64_t>(kTouchLines, divUp<int64_t>(lineBytes, 64));
     for (int i = 0; i < kMaxRecv && i < nr; ++i)
       for (int64_t l = 0; l < lines; ++l)
-        (void)__atomic_load_n(reinterpret_cast<const uint64_t*>(lineStep(region(recv_[i])) + l * 64), __ATOMIC_RELAXED);
+        (void)__atomic_load_n(reinterpret_cast<const uint64_t*>(lineStep(rxr(i)) + l * 64), __ATOMIC_RELAXED);
 #endif
   }
 
@@ -235,12 +276,12 @@ class LinePrims {
     const uint32_t ours = coop_.callSignatureHash();
     touchDataLines(nr, lineBytes);
     for (int i = 0; i < kMaxRecv && i < nr; ++i) {
-      const LineRegion& r = region(recv_[i]);
+      const LineRegion& r = rxr(i);
       uint64_t theirs = 0;
       if (!llLoadPack(lineSigPack(r), llFlag(r.step), &theirs)) return false;
       const auto hash = static_cast<uint32_t>(theirs);
       if (hash != 0 && hash != ours) {
-        coop_.recordMismatch(WaitSite{recv_[i].peer, 0, channel_}, lineSignature(r, hash));
+        coop_.recordMismatch(WaitSite{rxPeer(i), 0, channel_}, lineSignature(r, hash));
         return true;
       }
     }
@@ -249,9 +290,9 @@ class LinePrims {
 
   WEFT_HD WaitSite signatureCulprit(int nr) {
     for (int i = 0; i < kMaxRecv && i < nr; ++i) {
-      const LineRegion& r = region(recv_[i]);
+      const LineRegion& r = rxr(i);
       uint64_t theirs = 0;
-      if (!llLoadPack(lineSigPack(r), llFlag(r.step), &theirs)) return WaitSite{recv_[i].peer, 0, channel_};
+      if (!llLoadPack(lineSigPack(r), llFlag(r.step), &theirs)) return WaitSite{rxPeer(i), 0, channel_};
     }
     return WaitSite{-1, 0, channel_};
   }
@@ -288,13 +329,13 @@ class LinePrims {
 
   // Producers only count (the flags published the data); consumers release.
   WEFT_HD void advance(int nr, int ns, bool ok) {
-    for (int i = 0; i < kMaxSend && i < ns; ++i) region(send_[i]).step += 1;
+    for (int i = 0; i < kMaxSend && i < ns; ++i) txr(i).step += 1;
     for (int i = 0; i < kMaxRecv && i < nr; ++i) {
       if (ok && coop_.leader()) {
-        lineRelease(region(recv_[i]));
-        prefetchStep(region(recv_[i]));
+        lineRelease(rxr(i));
+        prefetchStep(rxr(i));
       } else {
-        region(recv_[i]).step += 1;
+        rxr(i).step += 1;
       }
     }
   }
@@ -306,7 +347,7 @@ class LinePrims {
   WEFT_HD void prefetchSendUnit(int64_t unit, int64_t units, int64_t unitBytes, int ns) {
     if (unit >= units) return;
     for (int i = 0; i < kMaxSend && i < ns; ++i)
-      for (int64_t b = 0; b < unitBytes; b += 64) prefetchForWrite(lineStep(region(send_[i])) + unit * unitBytes + b);
+      for (int64_t b = 0; b < unitBytes; b += 64) prefetchForWrite(lineStep(txr(i)) + unit * unitBytes + b);
   }
 
   Coop& coop_;
@@ -315,8 +356,8 @@ class LinePrims {
   int nRecv_;
   int nSend_;
   int64_t slicePayload_ = 0;
-  LineEnd recv_[kMaxRecv > 0 ? kMaxRecv : 1];
-  LineEnd send_[kMaxSend > 0 ? kMaxSend : 1];
+  LineEnd recv_[kInPlace ? 1 : (kMaxRecv > 0 ? kMaxRecv : 1)];  // the copies (unused in place)
+  LineEnd send_[kInPlace ? 1 : (kMaxSend > 0 ? kMaxSend : 1)];
   FifoEnd* recvOrig_[kMaxRecv > 0 ? kMaxRecv : 1];
   FifoEnd* sendOrig_[kMaxSend > 0 ? kMaxSend : 1];
 };

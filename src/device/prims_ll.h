@@ -73,13 +73,13 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
 
   // Waits for receive peer i's pack p of this slice; false when the wait failed.
   WEFT_HD bool loadPeerPack(int i, int64_t p, Pack* out) {
-    const LineRegion& r = this->recv_[i].r;
+    const LineRegion& r = this->rxr(i);
     const char* at = lineStep(r) + p * kLLPackLineBytes;
     const uint32_t flag = llFlag(r.step);
     uint64_t bits = 0;
     const bool ok = this->coop_.waitEach([&] { return llLoadPack(at, flag, &bits); },
                                          [&] {
-                                           return WaitSite{this->recv_[i].peer, 0, this->channel_};
+                                           return WaitSite{this->rxPeer(i), 0, this->channel_};
                                          });
     out->bits = bits;
     return ok;
@@ -138,7 +138,7 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
       return false;
     finishPack<Dst>(acc, dst, p, count, post);
     for (int i = 0; i < kMaxSend && i < ns; ++i) {
-      const LineRegion& r = this->send_[i].r;
+      const LineRegion& r = this->txr(i);
       llStorePack(lineStep(r) + p * kLLPackLineBytes, acc.bits, llFlag(r.step));
     }
     return true;
@@ -201,14 +201,14 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
     const char* inAt[kR > 0 ? kR : 1] = {};
     uint32_t inFlag[kR > 0 ? kR : 1] = {};
     for (int i = 0; i < kR && i < nr; ++i) {
-      inAt[i] = lineStep(this->recv_[i].r);
-      inFlag[i] = llFlag(this->recv_[i].r.step);
+      inAt[i] = lineStep(this->rxr(i));
+      inFlag[i] = llFlag(this->rxr(i).step);
     }
     char* outAt[kS > 0 ? kS : 1] = {};
     uint32_t outFlag[kS > 0 ? kS : 1] = {};
     for (int i = 0; i < kS && i < ns; ++i) {
-      outAt[i] = lineStep(this->send_[i].r);
-      outFlag[i] = llFlag(this->send_[i].r.step);
+      outAt[i] = lineStep(this->txr(i));
+      outFlag[i] = llFlag(this->txr(i).step);
     }
     for (int64_t p = 0; p < whole; ++p) {
       if (ns > 0 && p % kPacksPerLine == 0) this->prefetchSendUnit(p / kPacksPerLine + kWriteAhead, lines, 64, ns);

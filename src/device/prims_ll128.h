@@ -56,13 +56,13 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
   // Waits for receive peer i's unit (line, lane) of this slice; a thread
   // past the slice's lines (active false) takes part in the wait only.
   WEFT_HD bool loadPeerUnit(int i, int64_t line, int lane, bool active, Word* out) {
-    const LineRegion& r = this->recv_[i].r;
+    const LineRegion& r = this->rxr(i);
     const char* at = lineStep(r) + line * kLL128LineBytes;
     const uint64_t flag = ll128Flag(r.step);
     uint64_t words[kWords] = {};
     const bool ok = this->coop_.waitWarp([&] { return !active || ll128LoadUnit(at, lane, flag, words); },
                                          [&] {
-                                           return WaitSite{this->recv_[i].peer, 0, this->channel_};
+                                           return WaitSite{this->rxPeer(i), 0, this->channel_};
                                          });
     for (int j = 0; j < kWords; ++j) out[j].bits = words[j];
     return ok;
@@ -127,7 +127,7 @@ class Primitives<T, RedOp, FanT, ProtoLL128, Coop>
     uint64_t words[kWords];
     for (int j = 0; j < kWords; ++j) words[j] = acc[j].bits;
     for (int i = 0; i < kMaxSend && i < ns; ++i) {
-      const LineRegion& r = this->send_[i].r;
+      const LineRegion& r = this->txr(i);
       ll128StoreUnit(lineStep(r) + line * kLL128LineBytes, lane, words, ll128Flag(r.step));
     }
     return true;
