@@ -102,42 +102,12 @@ class LinePrims {
     int32_t peer;
   };
   // This thread's view of receive link i and send link i, and their peers.
-  WEFT_HD LineRegion& rxr(int i) {
-    if constexpr (kInPlace)
-      return Derived::regionOf(*recvOrig_[i]);
-    else
-      return recv_[i].r;
-  }
-  WEFT_HD LineRegion& txr(int i) {
-    if constexpr (kInPlace)
-      return Derived::regionOf(*sendOrig_[i]);
-    else
-      return send_[i].r;
-  }
-  WEFT_HD const LineRegion& rxr(int i) const {
-    if constexpr (kInPlace)
-      return Derived::regionOf(*recvOrig_[i]);
-    else
-      return recv_[i].r;
-  }
-  WEFT_HD const LineRegion& txr(int i) const {
-    if constexpr (kInPlace)
-      return Derived::regionOf(*sendOrig_[i]);
-    else
-      return send_[i].r;
-  }
-  WEFT_HD int32_t rxPeer(int i) const {
-    if constexpr (kInPlace)
-      return recvOrig_[i]->peer;
-    else
-      return recv_[i].peer;
-  }
-  WEFT_HD int32_t txPeer(int i) const {
-    if constexpr (kInPlace)
-      return sendOrig_[i]->peer;
-    else
-      return send_[i].peer;
-  }
+  WEFT_HD LineRegion& rxr(int i) { return kInPlace ? Derived::regionOf(*recvOrig_[i]) : recv_[i].r; }
+  WEFT_HD LineRegion& txr(int i) { return kInPlace ? Derived::regionOf(*sendOrig_[i]) : send_[i].r; }
+  WEFT_HD const LineRegion& rxr(int i) const { return kInPlace ? Derived::regionOf(*recvOrig_[i]) : recv_[i].r; }
+  WEFT_HD const LineRegion& txr(int i) const { return kInPlace ? Derived::regionOf(*sendOrig_[i]) : send_[i].r; }
+  WEFT_HD int32_t rxPeer(int i) const { return kInPlace ? recvOrig_[i]->peer : recv_[i].peer; }
+  WEFT_HD int32_t txPeer(int i) const { return kInPlace ? sendOrig_[i]->peer : send_[i].peer; }
 
  public:
   WEFT_HD LinePrims(Coop& coop, const RedOp& op, int channel, FifoEnd* const* recvEnds, int nRecv,

@@ -542,30 +542,10 @@ class Primitives<T, RedOp, FanT, ProtoSimple, Coop> {
   }
 
   // This thread's view of receive link i and send link i (see the constructor).
-  WEFT_HD FifoEnd& rx(int i) {
-    if constexpr (kInPlace)
-      return *recvOrig_[i];
-    else
-      return recvCopy_[i];
-  }
-  WEFT_HD const FifoEnd& rx(int i) const {
-    if constexpr (kInPlace)
-      return *recvOrig_[i];
-    else
-      return recvCopy_[i];
-  }
-  WEFT_HD FifoEnd& tx(int i) {
-    if constexpr (kInPlace)
-      return *sendOrig_[i];
-    else
-      return sendCopy_[i];
-  }
-  WEFT_HD const FifoEnd& tx(int i) const {
-    if constexpr (kInPlace)
-      return *sendOrig_[i];
-    else
-      return sendCopy_[i];
-  }
+  WEFT_HD FifoEnd& rx(int i) { return kInPlace ? *recvOrig_[i] : recvCopy_[i]; }
+  WEFT_HD const FifoEnd& rx(int i) const { return kInPlace ? *recvOrig_[i] : recvCopy_[i]; }
+  WEFT_HD FifoEnd& tx(int i) { return kInPlace ? *sendOrig_[i] : sendCopy_[i]; }
+  WEFT_HD const FifoEnd& tx(int i) const { return kInPlace ? *sendOrig_[i] : sendCopy_[i]; }
 
   Coop& coop_;
   RedOp op_;
