@@ -99,13 +99,15 @@ TEST(CudaCoopWait, MismatchAfterAnAnnouncedWaitKeepsItsRecord) {
   const CallSignature ours{packCallWord({0, 7, 0, 0, -1, 5}), 100};
   const CallSignature theirs{packCallWord({1, 7, 0, 0, -1, 5}), 100};
   coop.setCallSignature(ours);
-  const auto start = Clock::now();
-  const auto announceAfter = std::chrono::nanoseconds(2 * kWaitAnnounceNs);
+  // The peer's step turns up once the wait is announced. The wait's clock
+  // starts at its first check, not at `start`: a deadline from `start`
+  // alone would race it on a loaded machine.
+  const auto giveUp = Clock::now() + std::chrono::seconds(20);
   bool announced = false;
   EXPECT_FALSE(coop.waitUntil(
       [&] {
-        if (Clock::now() - start < announceAfter) return false;
         announced = waitWordState(f.word()) == WaitState::kWaiting;
+        if (!announced && Clock::now() < giveUp) return false;
         coop.recordMismatch(WaitSite{1, 0, 0}, theirs);
         return true;
       },
@@ -125,9 +127,11 @@ TEST(CudaCoopWait, MismatchAfterAnAnnouncedWaitKeepsItsRecord) {
 TEST(CudaCoopWait, EachThreadsAnnouncementIsTakenBackByAgreeNotByTheWait) {
   Fixture f;
   CudaCoop coop(&f.abortFlag, f.scratch, &f.report, 0);
-  const auto start = Clock::now();
-  EXPECT_TRUE(coop.waitEach([&] { return Clock::now() - start > std::chrono::nanoseconds(2 * kWaitAnnounceNs); },
-                            kSite));
+  // Ends once its announcement is out (or after 20 s, and the checks below
+  // fail): a fixed delay would race the wait's clock, which starts late.
+  const auto giveUp = Clock::now() + std::chrono::seconds(20);
+  EXPECT_TRUE(
+      coop.waitEach([&] { return waitWordState(f.word()) == WaitState::kWaiting || Clock::now() >= giveUp; }, kSite));
   EXPECT_EQ(waitWordState(f.word()), WaitState::kWaiting) << "one thread's end of wait cleared the block's word";
   EXPECT_EQ(waitWordSite(f.word()).peer, 3);
   EXPECT_TRUE(coop.agree(true));
