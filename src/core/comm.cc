@@ -30,12 +30,9 @@ Comm::~Comm() {
   unregisterComm(this);
 }
 
-const device::ChannelView& Channel::view(int rank) const {
-  if (viewStale_ || view_.rank != rank) {
-    view_ = buildView(rank);
-    viewStale_ = false;
-  }
-  return view_;
+void Channel::rebuildView(int rank) const {
+  view_ = buildView(rank);
+  viewStale_ = false;
 }
 
 device::ChannelView Channel::buildView(int rank) const {

@@ -94,8 +94,12 @@ struct Channel {
 
   // The host-side view of this channel for `rank`, built once and kept until
   // a connection is added (connect.cc) or the flat set completes: a launch
-  // reads it without rebuilding. Callers hold the comm's execMutex.
-  const device::ChannelView& view(int rank) const;
+  // reads it without rebuilding. Callers hold the comm's execMutex. Inline:
+  // every collective call asks for it.
+  const device::ChannelView& view(int rank) const {
+    if (viewStale_ || view_.rank != rank) rebuildView(rank);
+    return view_;
+  }
   void invalidateView() {
     viewStale_ = true;
     viewGeneration_ += 1;
@@ -114,6 +118,7 @@ struct Channel {
   device::ChannelView deviceView(int rank) const;
 
  private:
+  void rebuildView(int rank) const;
   device::ChannelView buildView(int rank) const;
   void buildExchangeView(int rank) const;
   void buildHierView(int rank) const;
@@ -206,6 +211,7 @@ struct Comm {
   // or self copy), its channel: a repeat runs it directly
   // (launchColl). -1 otherwise. Guarded by execMutex.
   int repeatChannel = -1;
+  std::vector<device::CallSignature> repeatSignatures;  // its items' itemSignature(), the sequence updated per call
   std::atomic<int> apiCalls{0};  // API calls inside the library on this comm (ApiCallScope)
   std::atomic<int> state{static_cast<int>(CommState::kInitializing)};
   std::atomic<ncclResult_t> asyncError{ncclInProgress};

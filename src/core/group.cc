@@ -27,12 +27,17 @@ thread_local GroupState tlsGroup;
 // call; a plain int is one lookup.
 thread_local int tlsGroupDepth = 0;
 
+// Every change of a thread's depth between 0 and 1 moves the count.
+void leaveOuterGroup() { gThreadsInGroup.fetch_sub(1, std::memory_order_relaxed); }
+
 }  // namespace
 
-bool inGroup() { return tlsGroupDepth > 0; }
+std::atomic<int> gThreadsInGroup{0};
+
+bool inGroupSlow() { return tlsGroupDepth > 0; }
 
 Status groupStart() {
-  ++tlsGroupDepth;
+  if (tlsGroupDepth++ == 0) gThreadsInGroup.fetch_add(1, std::memory_order_relaxed);
   return okStatus();
 }
 
@@ -83,6 +88,7 @@ Status closeGroup(GroupState* state) {
 Status groupEnd() {
   if (tlsGroupDepth == 0) return errorStatus(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--tlsGroupDepth > 0) return okStatus();
+  leaveOuterGroup();
   GroupState state;
   WEFT_RETURN_IF_ERROR(closeGroup(&state));
   if (state.comms.empty()) return okStatus();
@@ -93,6 +99,7 @@ Status groupSimulateEnd(double* estimatedUs) {
   if (tlsGroupDepth == 0)
     return errorStatus(ncclInvalidUsage, "ncclGroupSimulateEnd called without a matching ncclGroupStart");
   if (--tlsGroupDepth > 0) return okStatus();
+  leaveOuterGroup();
   GroupState state;
   WEFT_RETURN_IF_ERROR(closeGroup(&state));
   double longest = 0;

@@ -3,6 +3,7 @@
 // ncclGroupEnd; communicator inits inside a group run concurrently there.
 #pragma once
 
+#include <atomic>
 #include <functional>
 
 #include "common/status.h"
@@ -11,7 +12,12 @@ namespace weft::core {
 
 struct Comm;
 
-bool inGroup();
+// Threads now inside a group. A thread sees its own changes to it, so 0
+// means "not this one" without the thread-local lookup (a __tls_get_addr
+// call in a shared library) that every collective call would otherwise pay.
+extern std::atomic<int> gThreadsInGroup;
+bool inGroupSlow();
+inline bool inGroup() { return gThreadsInGroup.load(std::memory_order_relaxed) != 0 && inGroupSlow(); }
 Status groupStart();
 Status groupEnd();
 // ncclGroupSimulateEnd: ends the group as groupEnd does (inits inside it

@@ -446,6 +446,9 @@ Status launchLocked(Comm* const* comms, size_t n) {
   }
   if (first.ok() && n == 1 && units.size() == 1 && repeatsAlone(*comms[0])) {
     comms[0]->repeatChannel = units[0].channel;
+    std::vector<device::CallSignature>& signatures = comms[0]->repeatSignatures;
+    signatures.clear();
+    for (const device::WorkItem& item : *units[0].items) signatures.push_back(device::itemSignature(item));
     comms[0]->execMutex.biasToCaller();  // its repeats may now skip the lock (exec_lock.h)
   }
   return first;
@@ -489,23 +492,21 @@ Status launchColl(Comm* comm, const CollTask& task) {
   return status;
 }
 
-bool repeatable(const Comm& comm) {
-  // A failed comm goes the general way, which reports its failure, and so
-  // does one with a profiler plugin, whose events the general way emits.
-  return comm.repeatChannel >= 0 && comm.failure.ok() && !comm.profiler;
-}
-
 void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status) {
   std::vector<device::WorkItem>& items = comm->plan.channels[static_cast<size_t>(comm->repeatChannel)];
   const uint64_t seq = comm->collSeq++;
-  for (device::WorkItem& item : items) {  // the plan's other channels are empty
-    item.coll.sendbuff = sendbuff;
-    item.coll.recvbuff = recvbuff;
-    item.coll.seq = static_cast<uint32_t>(seq);
+  device::CallSignature* signatures = comm->repeatSignatures.data();
+  for (size_t i = 0; i < items.size(); ++i) {  // the plan's other channels are empty
+    items[i].coll.sendbuff = sendbuff;
+    items[i].coll.recvbuff = recvbuff;
+    items[i].coll.seq = static_cast<uint32_t>(seq);
+    // itemSignature(items[i]) without working out the unchanged fields again
+    if (signatures[i].word != 0)
+      signatures[i].word = (signatures[i].word & ~device::kCallSeqMask) | (seq & device::kCallSeqMask);
   }
   const device::WaitFailureInfo failure =
       device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),
-                             items.size(), comm->waitConfig);
+                             items.size(), comm->waitConfig, signatures);
   if (failure.kind != device::WaitFailure::kNone) {
     *status = failWait(comm, failure);
     comm->repeatChannel = -1;

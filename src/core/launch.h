@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "core/comm.h"
 #include "core/task.h"
 
 namespace weft::core {
@@ -27,7 +28,10 @@ Status launchColl(Comm* comm, const CollTask& task);
 // (its lock, or the biased section of exec_lock.h): whether the comm's last
 // plan can run as a repeat, and the run itself with new buffers (the caller
 // checked that the call has the plan's shape).
-bool repeatable(const Comm& comm);
+// Inline: every collective call asks. A failed comm goes the general way,
+// which reports its failure, and so does one with a profiler plugin, whose
+// events the general way emits.
+inline bool repeatable(const Comm& comm) { return comm.repeatChannel >= 0 && comm.failure.ok() && !comm.profiler; }
 void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status);
 
 // Drops queued tasks without running them (a group that failed early).

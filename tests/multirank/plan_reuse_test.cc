@@ -203,6 +203,88 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PlanReuse,
                                   std::to_string(std::get<1>(p.param)) + "ranks";
                          });
 
+// Inside a group even a call shaped like the kept plan is queued, not run
+// on the spot: rank 1's grouped Broadcast returns before rank 0, the root,
+// has made its own, and only then does rank 1 let rank 0 go. Run on the
+// spot, rank 1's call would wait for data that comes only after that
+// signal, and fail at WEFT_TIMEOUT.
+TEST(PlanReuseGroup, RepeatInsideAGroupIsQueuedUntilGroupEnd) {
+  ScopedEnv timeout("WEFT_TIMEOUT", "5");
+  std::atomic<int> go{0};
+  runRanksRaw(RankMode::kThreads, 2, [&](int rank, int nranks, const ncclUniqueId& id) {
+    ncclComm_t comm = nullptr;
+    ASSERT_EQ(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+    std::vector<int> v(16);
+    auto broadcast = [&](int iter) {
+      for (size_t i = 0; i < v.size(); ++i) v[i] = rank == 0 ? iter * 100 + static_cast<int>(i) : -1;
+      return ncclBroadcast(v.data(), v.data(), v.size(), ncclInt32, 0, comm, nullptr);
+    };
+    auto check = [&](int iter) {
+      for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], iter * 100 + static_cast<int>(i)) << "call " << iter;
+    };
+    for (int iter = 0; iter < 5; ++iter) {  // the plan is kept and repeated
+      ASSERT_EQ(broadcast(iter), ncclSuccess);
+      check(iter);
+    }
+    if (rank == 1) {
+      ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+      const ncclResult_t queued = broadcast(5);
+      go = 1;
+      ASSERT_EQ(queued, ncclSuccess) << ncclGetLastError(comm);
+      ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(comm);
+    } else {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (go.load() == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ASSERT_EQ(go.load(), 1) << "rank 1's grouped call did not return: it ran instead of being queued";
+      ASSERT_EQ(broadcast(5), ncclSuccess) << ncclGetLastError(comm);
+    }
+    check(5);
+    EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  });
+}
+
+// Groups are per thread: while another thread of the process is inside a
+// group, this thread's calls still run before they return (a one-rank
+// communicator's AllReduce has its result at once), the repeated one too.
+TEST(PlanReuseGroup, AnotherThreadsGroupLeavesThisThreadsCallsImmediate) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess) << ncclGetLastError(nullptr);
+  std::mutex m;
+  std::condition_variable cv;
+  int stage = 0;  // 1: the other thread is inside its group; 2: this thread is done
+  std::thread grouped([&] {
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+    std::unique_lock<std::mutex> lk(m);
+    stage = 1;
+    cv.notify_all();
+    cv.wait(lk, [&] { return stage == 2; });
+    lk.unlock();
+    EXPECT_EQ(ncclGroupEnd(), ncclSuccess);
+  });
+  {
+    std::unique_lock<std::mutex> lk(m);
+    cv.wait(lk, [&] { return stage == 1; });
+  }
+  std::vector<int> in(32);
+  std::vector<int> out(32);
+  for (int call = 0; call < 3; ++call) {
+    for (size_t i = 0; i < in.size(); ++i) in[i] = call * 1000 + static_cast<int>(i);
+    std::fill(out.begin(), out.end(), -1);
+    EXPECT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    EXPECT_EQ(out, in) << "call " << call << " was queued as if this thread were in a group";
+  }
+  {
+    std::lock_guard<std::mutex> lk(m);
+    stage = 2;
+  }
+  cv.notify_all();
+  grouped.join();
+  EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+}
+
 // Two ranks as threads. Rank 1 joins five AllReduces of 64 ints, then
 // stays silent until rank 0's body has returned, then aborts. Rank 0's body
 // gets its comm and that AllReduce as a function; it makes the first five

@@ -19,10 +19,10 @@ void runCollective(HostCoop& coop, const ChannelView& channel, const CollWork& w
 }  // namespace
 
 WaitFailureInfo hostRunChannel(const ChannelView& channel, const WorkItem* items, size_t count,
-                               const HostWaitConfig& config) {
+                               const HostWaitConfig& config, const CallSignature* signatures) {
   HostCoop coop(config);
   for (size_t i = 0; i < count && !coop.failed(); ++i) {
-    coop.setCallSignature(itemSignature(items[i]));
+    coop.setCallSignature(signatures != nullptr ? signatures[i] : itemSignature(items[i]));
     if (items[i].kind == WorkItem::Kind::kColl)
       runCollective(coop, channel, items[i].coll);
     else

@@ -10,8 +10,10 @@
 namespace weft::device {
 
 // Runs items in order; stops at the first failed wait and reports it.
+// `signatures`, when given, are the items' itemSignature() (a repeated call
+// keeps them and changes only the sequence: core/launch.cc).
 WaitFailureInfo hostRunChannel(const ChannelView& channel, const WorkItem* items, size_t count,
-                               const HostWaitConfig& config);
+                               const HostWaitConfig& config, const CallSignature* signatures = nullptr);
 
 // Per-type instantiations, one translation unit per type family so the
 // build parallelises (host_kernels_*.cc).
