@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +51,32 @@ int ownShmSegments() {
 }
 int threadCount() { return countEntries("/proc/self/task"); }
 
+// /proc/self/task lists a thread for a moment after pthread_join returned:
+// the join ends when the thread clears its tid, a few steps of its exit
+// before the kernel unlists it (a count right after a join saw the joined
+// thread in 11 of 20000 tries). So counts wait for the threads just joined
+// to go. The baseline: the lowest of the readings over 50 ms.
+int settledThreadCount() {
+  int lowest = threadCount();
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    lowest = std::min(lowest, threadCount());
+  }
+  return lowest;
+}
+
+// The count once it is back down to `baseline`, or after 10 s: a leaked
+// thread never leaves, and the check fails.
+int threadCountBackTo(int baseline) {
+  const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int n = threadCount();
+  while (n > baseline && std::chrono::steady_clock::now() < giveUp) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    n = threadCount();
+  }
+  return n;
+}
+
 void allreduceOnce(const RankContext& ctx) {
   std::vector<int> in(4096, 1), out(4096, 0);
   ASSERT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclInt32, ncclSum, ctx.comm, nullptr), ncclSuccess)
@@ -65,10 +92,10 @@ TEST(Lifecycle, InitDestroyLoopLeaksNothingThreads) {
   ScopedEnv channels("NCCL_MAX_NCHANNELS", "2");  // worker threads too
   ScopedEnv minChannels("NCCL_MIN_NCHANNELS", "2");
   runRanks(RankMode::kThreads, 3, allreduceOnce);  // warm up lazily created state
-  const int fds = openFds(), threads = threadCount();
+  const int fds = openFds(), threads = settledThreadCount();
   for (int i = 0; i < 20; ++i) runRanks(RankMode::kThreads, 3, allreduceOnce);
   EXPECT_EQ(openFds(), fds);
-  EXPECT_EQ(threadCount(), threads);
+  EXPECT_EQ(threadCountBackTo(threads), threads);
   EXPECT_EQ(ownShmSegments(), 0);
 }
 
@@ -78,7 +105,7 @@ TEST(Lifecycle, InitDestroyLoopLeaksNothingProcesses) {
     RankContext ctx{rank, nranks, nullptr};
     ASSERT_EQ(ncclCommInitRank(&ctx.comm, nranks, id, rank), ncclSuccess);
     allreduceOnce(ctx);
-    const int fds = openFds(), threads = threadCount();
+    const int fds = openFds(), threads = settledThreadCount();
     for (int i = 0; i < 20; ++i) {
       RankContext child{rank, nranks, nullptr};
       ASSERT_EQ(ncclCommSplit(ctx.comm, 0, rank, &child.comm, nullptr), ncclSuccess) << ncclGetLastError(ctx.comm);
@@ -86,7 +113,7 @@ TEST(Lifecycle, InitDestroyLoopLeaksNothingProcesses) {
       ASSERT_EQ(ncclCommDestroy(child.comm), ncclSuccess);
     }
     EXPECT_EQ(openFds(), fds) << "rank " << rank;
-    EXPECT_EQ(threadCount(), threads) << "rank " << rank;
+    EXPECT_EQ(threadCountBackTo(threads), threads) << "rank " << rank;
     EXPECT_EQ(ncclCommDestroy(ctx.comm), ncclSuccess);
     // Every segment this rank created was unlinked once its peer mapped it.
     EXPECT_EQ(ownShmSegments(), 0) << "rank " << rank << ": shared-memory segments left behind";
