@@ -23,11 +23,11 @@ struct GroupState {
 
 thread_local GroupState tlsGroup;
 // Kept apart from GroupState: a thread_local with a constructor is reached
-// through an initialisation check on every use, and inGroup() runs on every
-// call; a plain int is one lookup.
+// through an initialisation check on every use; a plain int is one lookup
+// (inGroup() makes it only while some thread is inside a group).
 thread_local int tlsGroupDepth = 0;
 
-// Every change of a thread's depth between 0 and 1 moves the count.
+// Every change of a thread's depth between 0 and 1 moves gThreadsInGroup.
 void leaveOuterGroup() { gThreadsInGroup.fetch_sub(1, std::memory_order_relaxed); }
 
 }  // namespace
