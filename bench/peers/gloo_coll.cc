@@ -1,9 +1,11 @@
 // Gloo side of bench/compare: TCP on loopback, ranks from RANK/WORLD_SIZE,
 // rendezvous through a FileStore directory (GLOO_STORE). Timing, sizes and
-// checks as mpi_coll.c and weft-perf: each call timed alone, median of the
-// timed iterations on every rank, no barrier between calls, one checked call
-// first; bench/compare combines the ranks' medians.
-// Usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <iters> <warmups>
+// checks as mpi_coll.c and weft-perf --median --sample K: samples of K calls
+// back to back (K = 1: each call alone), each counted as its mean per call,
+// the median of the samples on every rank, no barrier between calls, one
+// checked call first; bench/compare combines the ranks' medians.
+// Usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <samples> <warmups> [<K,...>]
+// (warm-up calls and K: per size, or one value for every size; K defaults to 1)
 // Every rank prints one CSV line per size: gloo,coll,nranks,bytes,median_us,ok,rank
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -106,7 +108,7 @@ struct Bench {
 
 int main(int argc, char** argv) {
   if (argc < 5 || !std::getenv("RANK") || !std::getenv("WORLD_SIZE") || !std::getenv("GLOO_STORE")) {
-    std::fprintf(stderr, "usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <iters> <warmups>\n");
+    std::fprintf(stderr, "usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <samples> <warmups> [<calls per sample>]\n");
     return 2;
   }
   Bench b;
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
   b.nranks = std::atoi(std::getenv("WORLD_SIZE"));
   const std::vector<long> sizes = parseList(argv[2]), iters = parseList(argv[3]);
   const std::vector<long> warmups = parseList(argv[4]);  // per size, or one for all
+  const std::vector<long> perSample = argc > 5 ? parseList(argv[5]) : std::vector<long>{1};  // the same
   gloo::transport::tcp::attr attr("127.0.0.1");
   auto device = gloo::transport::tcp::CreateDevice(attr);
   gloo::rendezvous::FileStore store(std::getenv("GLOO_STORE"));
@@ -141,11 +144,13 @@ int main(int argc, char** argv) {
     allOk = allOk && ok;
     std::vector<double> samples;
     const long warmup = warmups.empty() ? 0 : warmups[warmups.size() > s ? s : 0];
-    for (long it = 0; it < warmup + iters[s]; ++it) {
+    const long calls = std::max<long>(1, perSample.empty() ? 1 : perSample[perSample.size() > s ? s : 0]);
+    for (long it = 0; b.count > 0 && it < warmup; ++it) b.run();
+    for (long it = 0; it < iters[s]; ++it) {
       const auto t0 = std::chrono::steady_clock::now();
-      if (b.count > 0) b.run();
-      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-      if (it >= warmup) samples.push_back(us);
+      for (long c = 0; b.count > 0 && c < calls; ++c) b.run();
+      samples.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                        static_cast<double>(calls));
     }
     std::sort(samples.begin(), samples.end());
     std::printf("gloo,%s,%d,%zu,%.3f,%d,%d\n", b.coll.c_str(), b.nranks,

@@ -1,13 +1,15 @@
 /* MPI side of bench/compare (built once with Open MPI's mpicc and once with
- * MPICH's). Times one collective per size exactly as weft-perf does: each
- * call timed alone, no barrier between calls, the median of the timed
- * iterations on every rank, after warm-up and one checked call; bench/compare
+ * MPICH's). Times one collective per size exactly as weft-perf --median
+ * --sample K does: samples of K calls back to back (K = 1: each call alone),
+ * each counted as its mean per call, no barrier between calls, the median
+ * of the samples on every rank, after warm-up and one checked call; bench/compare
  * combines the ranks' medians (the slowest rank's by default, as
  * weft-perf -a 3). Sizes follow nccl-tests: the buffer for allreduce and
  * broadcast, the gathered total for allgather, the scattered total for
  * reducescatter.
  * Usage: mpirun -np N mpi_coll <allreduce|allgather|reducescatter|broadcast>
- *        <size,size,...> <iters,iters,...> <warmup,warmup,...>
+ *        <size,size,...> <samples,samples,...> <warmup,warmup,...> [<K,K,...>]
+ * (warm-up calls and K: per size, or one value for every size; K defaults to 1)
  * Prints one CSV line per size and rank, in rank order:
  * PEER,coll,nranks,bytes,median_us,ok,rank (PEER: -DPEER="name", default mpi) */
 #include <mpi.h>
@@ -35,9 +37,8 @@ static int parseList(const char* text, long* out, int max) {
 
 static float input(int rank, size_t i) { return (float)(1 + (rank * 3 + (int)(i % 5))); }
 
-/* One call; returns the elapsed seconds. */
-static double run(const char* coll, float* send, float* recv, size_t count, MPI_Comm world, int nranks) {
-  const double t0 = MPI_Wtime();
+/* One call. */
+static void run(const char* coll, float* send, float* recv, size_t count, MPI_Comm world, int nranks) {
   if (!strcmp(coll, "allreduce")) {
     MPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, world);
   } else if (!strcmp(coll, "allgather")) {
@@ -48,7 +49,6 @@ static double run(const char* coll, float* send, float* recv, size_t count, MPI_
     MPI_Bcast(send, (int)count, MPI_FLOAT, 0, world);
   }
   (void)nranks;
-  return MPI_Wtime() - t0;
 }
 
 /* Checks the result of one call against the reference; 1 if right. */
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   if (argc < 5) {
-    if (rank == 0) fprintf(stderr, "usage: mpi_coll <coll> <sizes> <iters> <warmups>\n");
+    if (rank == 0) fprintf(stderr, "usage: mpi_coll <coll> <sizes> <samples> <warmups> [<calls per sample>]\n");
     MPI_Finalize();
     return 2;
   }
@@ -86,11 +86,14 @@ int main(int argc, char** argv) {
   const int nsizes = parseList(argv[2], sizes, 64);
   parseList(argv[3], iters, 64);
   /* Warm-up calls per size, or one count for every size. */
-  long warmups[64];
+  long warmups[64], perSample[64] = {1};
   const int nwarmups = parseList(argv[4], warmups, 64);
+  const int nperSample = argc > 5 ? parseList(argv[5], perSample, 64) : 1;
   int allOk = 1;
   for (int s = 0; s < nsizes; ++s) {
     const int warmup = (int)warmups[nwarmups > s ? s : 0];
+    const long k = perSample[nperSample > s ? s : 0];
+    const int calls = k > 0 ? (int)k : 1;
     const size_t elems = (size_t)sizes[s] / sizeof(float);
     const int gathered = !strcmp(coll, "allgather"), scattered = !strcmp(coll, "reducescatter");
     const size_t count = gathered || scattered ? elems / (size_t)nranks : elems;
@@ -107,9 +110,11 @@ int main(int argc, char** argv) {
     allOk = allOk && all;
     const int n = (int)iters[s];
     double* samples = malloc(sizeof(double) * (size_t)n);
-    for (int it = 0; it < warmup + n; ++it) {
-      const double t = run(coll, send, recv, count, MPI_COMM_WORLD, nranks);
-      if (it >= warmup) samples[it - warmup] = t * 1e6;
+    for (int it = 0; it < warmup; ++it) run(coll, send, recv, count, MPI_COMM_WORLD, nranks);
+    for (int it = 0; it < n; ++it) {
+      const double t0 = MPI_Wtime();
+      for (int c = 0; c < calls; ++c) run(coll, send, recv, count, MPI_COMM_WORLD, nranks);
+      samples[it] = (MPI_Wtime() - t0) * 1e6 / calls;
     }
     qsort(samples, (size_t)n, sizeof(double), cmpDouble);
     /* Every rank's median reaches rank 0, which prints them in rank order. */

@@ -41,6 +41,7 @@ struct Options {
   int blocking = 0;      // 0: one wait per batch (cuda), 1/2: wait after every operation
   int aggIters = 1;      // -m: operations per iteration, aggregated in one group
   bool median = false;   // --median: per-iteration times and their median instead of the batch mean
+  int sampleIters = 1;   // --sample: iterations per timed sample under --median
   bool touch = false;    // --touch: every rank reads its whole output after each call, inside the time
   int timeoutSec = 0;    // -T: a size that takes longer fails the run (0: no limit)
   int parallelInit = 0;  // -p: ranks of this process initialise concurrently (threads) or in one group

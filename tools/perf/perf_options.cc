@@ -32,6 +32,9 @@ const char kUsage[] =
     "  -p, --parallel_init P 1: the threads of a process create their communicators concurrently\n"
     "                        (default 0: the process creates them all in one group)\n"
     "  --median              time each iteration and report the median (default: the mean, as nccl-tests)\n"
+    "  --sample K            with --median: each timed sample is K iterations back to back, counted as\n"
+    "                        their mean (default 1: each iteration alone; more for calls near the clock's\n"
+    "                        resolution), the median of -n samples reported\n"
     "  --touch               each rank reads its whole output after every call, timed with it (host buffers):\n"
     "                        the consumer's use of the result, which a call that left it in another core's\n"
     "                        cache (direct writes) makes slower\n"
@@ -191,6 +194,8 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
       ok = parseInt(v, &opt->cudaGraphs) && opt->cudaGraphs >= 0;
     else if (a == "-m" || a == "--agg_iters")
       ok = parseInt(v, &opt->aggIters) && opt->aggIters > 0;
+    else if (a == "--sample")
+      ok = parseInt(v, &opt->sampleIters) && opt->sampleIters > 0;
     else if (a == "-T" || a == "--timeout")
       ok = parseInt(v, &opt->timeoutSec) && opt->timeoutSec >= 0;
     else if (a == "-p" || a == "--parallel_init")
@@ -230,6 +235,11 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
                  "weft-perf: -G %d with -g %d: graphs are captured on one rank's stream; use -t or -np instead "
                  "of -g\n",
                  opt->cudaGraphs, opt->ranksPerThread);
+    return false;
+  }
+  if (opt->sampleIters > 1 && !opt->median) {
+    std::fprintf(stderr, "weft-perf: --sample %d times samples of the median; add --median (without it the whole\n"
+                 "batch of -n iterations is one sample)\n", opt->sampleIters);
     return false;
   }
   if (opt->cudaGraphs > 0 && opt->median) {

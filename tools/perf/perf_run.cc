@@ -187,12 +187,15 @@ double timeIt(const Call& k, ncclResult_t* rc) {
     syncAll(k.ls);
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / perBatch;
   }
+  // A sample of --sample iterations back to back: one clock reading per
+  // sample, so a call shorter than the clock's step is still resolved.
+  const int perSample = k.opt.sampleIters * k.opt.aggIters;
   std::vector<double> samples;
   for (int i = 0; i < k.opt.iters && *rc == ncclSuccess; ++i) {
     const auto t0 = Clock::now();
-    *rc = timedIteration(k);
+    for (int j = 0; j < k.opt.sampleIters && *rc == ncclSuccess; ++j) *rc = timedIteration(k);
     syncAll(k.ls);
-    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / k.opt.aggIters);
+    samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / perSample);
   }
   if (samples.empty()) return 0;
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
@@ -280,8 +283,13 @@ void printHeader(const Options& opt, int nranks, bool device) {
   std::printf("# weft-perf %s: %d ranks (%s), backend %s, %s\n", info.name, nranks,
               opt.np > 0 ? (opt.threads ? "threads" : "processes") : "external launcher", device ? "cuda" : "host",
               weftGetVersionString());
-  std::printf("# time per operation: %s of %d iterations of %d operation%s after %d warm-up; across ranks: %s%s\n#\n",
-              opt.median ? "median" : "mean", opt.iters, opt.aggIters, opt.aggIters > 1 ? "s" : "", opt.warmup,
+  char what[64];
+  if (opt.median && opt.sampleIters > 1)
+    std::snprintf(what, sizeof what, "median of %d samples of %d iterations", opt.iters, opt.sampleIters);
+  else
+    std::snprintf(what, sizeof what, "%s of %d iterations", opt.median ? "median" : "mean", opt.iters);
+  std::printf("# time per operation: %s of %d operation%s after %d warm-up; across ranks: %s%s\n#\n", what,
+              opt.aggIters, opt.aggIters > 1 ? "s" : "", opt.warmup,
               (const char*[]){"rank 0", "mean", "min", "max"}[opt.average],
               opt.touch ? "; each rank's read of its output included (--touch)" : "");
   std::printf("# %76s %34s\n", "out-of-place", "in-place");
