@@ -108,7 +108,9 @@ struct Bench {
 
 int main(int argc, char** argv) {
   if (argc < 5 || !std::getenv("RANK") || !std::getenv("WORLD_SIZE") || !std::getenv("GLOO_STORE")) {
-    std::fprintf(stderr, "usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <samples> <warmups> [<calls per sample>]\n");
+    std::fprintf(stderr,
+                 "usage: RANK=r WORLD_SIZE=n GLOO_STORE=dir gloo_coll <coll> <sizes> <samples> <warmups> [<calls per "
+                 "sample>]\n");
     return 2;
   }
   Bench b;

@@ -238,8 +238,10 @@ bool parseOptions(int argc, char** argv, Options* opt, int* exitCode) {
     return false;
   }
   if (opt->sampleIters > 1 && !opt->median) {
-    std::fprintf(stderr, "weft-perf: --sample %d times samples of the median; add --median (without it the whole\n"
-                 "batch of -n iterations is one sample)\n", opt->sampleIters);
+    std::fprintf(stderr,
+                 "weft-perf: --sample %d times samples of the median; add --median (without it the whole\n"
+                 "batch of -n iterations is one sample)\n",
+                 opt->sampleIters);
     return false;
   }
   if (opt->cudaGraphs > 0 && opt->median) {
