@@ -11,7 +11,7 @@
 //   cuda: one 16-byte line {data lo, flag, data hi, flag} written by one
 //         st.volatile.v4 (one memory transaction), read by one ld.volatile.v4.
 // The flag of step s is the low 32 bits of s + 1: a line left from step
-// s - kFifoSteps (or the zeroed memory of a step never written) never
+// s - kLineSteps (or the zeroed memory of a step never written) never
 // matches, and since every slot is written before step 2^32 - 1 (flag 0),
 // the wrap of the 32-bit flag is harmless.
 #pragma once

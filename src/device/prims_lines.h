@@ -23,9 +23,9 @@ namespace weft::device {
 // pairs with the consumer's release: its reads of the lines we are about to
 // overwrite happened before.
 WEFT_HD bool lineCanProduce(LineRegion& r) {
-  if (r.seen + kFifoSteps > r.step) return true;
+  if (r.seen + kLineSteps > r.step) return true;
   r.seen = loadAcquire(r.head);
-  return r.seen + kFifoSteps > r.step;
+  return r.seen + kLineSteps > r.step;
 }
 
 // Release: every read of the step's lines is done before the producer may
@@ -43,7 +43,7 @@ WEFT_HD void lineSavePosition(LineRegion* orig, const LineRegion& local) {
 }
 
 WEFT_HD char* lineStep(const LineRegion& r) {
-  return r.lines + static_cast<int64_t>(r.step % kFifoSteps) * r.stepBytes;
+  return r.lines + static_cast<int64_t>(r.step % kLineSteps) * r.stepBytes;
 }
 
 // Call signatures of line steps (device/signature.h). The producer writes,
@@ -56,11 +56,11 @@ WEFT_HD char* lineStep(const LineRegion& r) {
 static_assert(sizeof(FifoControl::lineSigPacks[0][0]) == kLLPackLineBytes, "one LL pack per slot");
 
 WEFT_HD char* lineSigPack(const LineRegion& r) {
-  return reinterpret_cast<char*>(r.sigPacks + (r.step % kFifoSteps) * 2);
+  return reinterpret_cast<char*>(r.sigPacks + (r.step % kLineSteps) * 2);
 }
 
 WEFT_HD void lineSign(LineRegion& r, const CallSignature& sig, uint32_t hash) {
-  uint64_t* full = r.sigs + (r.step % kFifoSteps) * 2;
+  uint64_t* full = r.sigs + (r.step % kLineSteps) * 2;
   if (hash != 0) {
     storeRelaxed(&full[0], sig.word);
     storeRelaxed(&full[1], sig.count);
@@ -71,7 +71,7 @@ WEFT_HD void lineSign(LineRegion& r, const CallSignature& sig, uint32_t hash) {
 // The call a mismatched step came from, if its words have arrived (they
 // hash to `hash`); word 0 (not readable) otherwise.
 WEFT_HD CallSignature lineSignature(const LineRegion& r, uint32_t hash) {
-  const uint64_t* full = r.sigs + (r.step % kFifoSteps) * 2;
+  const uint64_t* full = r.sigs + (r.step % kLineSteps) * 2;
   for (int tries = 0; tries < 1024; ++tries) {
     const CallSignature sig{loadRelaxed(&full[0]), loadRelaxed(&full[1])};
     if (callHash(sig) == hash) return sig;
@@ -234,7 +234,7 @@ class LinePrims {
   // transfer overlaps the rest of this call and the next call's start: 8 B
   // Broadcast at 2 ranks 0.23-0.27 -> 0.13-0.17 us (docs/performance.md,
   // "Small Broadcast"). One that has not leaves this cache a copy its write
-  // invalidates, as it would the copy from kFifoSteps steps ago. The first
+  // invalidates, as it would the copy from kLineSteps steps ago. The first
   // line only: asking for the first four took the 8 B gain away again
   // (0.26-0.28 us, three rounds, same hour) and made 64 B no faster.
   WEFT_HD static void prefetchStep(const LineRegion& r) {

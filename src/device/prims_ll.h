@@ -145,7 +145,7 @@ class Primitives<T, RedOp, FanT, ProtoLL, Coop>
   }
 
   // Host: the producer asks for its send lines kWriteAhead lines ahead of
-  // its stores, owned. The consumer read each of them kFifoSteps steps ago
+  // its stores, owned. The consumer read each of them kLineSteps steps ago
   // and its copy is likely still there, so without the hint the first store
   // to every line waits for the other core to give the line up, one line
   // after another (stores become visible in order). Ring LL at 2 ranks,

@@ -30,8 +30,8 @@ struct Connection {
 };
 
 // Byte layout of a FIFO's memory: control words, the Simple slots, the LL
-// region (kFifoSteps steps of llStepBytesFor(stepBytes) line bytes), then
-// the LL128 region (kFifoSteps steps of ll128StepBytesFor(stepBytes)).
+// region (kLineSteps steps of llStepBytesFor(stepBytes) line bytes), then
+// the LL128 region (kLineSteps steps of ll128StepBytesFor(stepBytes)).
 // Every transport lays its FIFO out this way, so every link has all three;
 // the net transport's proxy moves only the slots, so LL and LL128 are
 // planned only for links within a node. The memory must start zeroed (no
@@ -44,14 +44,14 @@ struct FifoLayout {
   // On a 128-byte boundary: a warp stores each LL128 line as one transaction.
   static size_t ll128Offset(int64_t stepBytes) {
     const size_t end =
-        llOffset(stepBytes) + static_cast<size_t>(device::llStepBytesFor(stepBytes)) * device::kFifoSteps;
+        llOffset(stepBytes) + static_cast<size_t>(device::llStepBytesFor(stepBytes)) * device::kLineSteps;
     return (end + 127) / 128 * 128;
   }
   // Whole pages: the memory comes from aligned_alloc(4096, ...), mmap or
   // pinned allocations, and aligned_alloc wants a multiple of its alignment.
   static size_t totalBytes(int64_t stepBytes) {
     const size_t bytes =
-        ll128Offset(stepBytes) + static_cast<size_t>(device::ll128StepBytesFor(stepBytes)) * device::kFifoSteps;
+        ll128Offset(stepBytes) + static_cast<size_t>(device::ll128StepBytesFor(stepBytes)) * device::kLineSteps;
     return (bytes + kControlBytes - 1) / kControlBytes * kControlBytes;
   }
   // Points `end` into memory laid out as above, from the given side.

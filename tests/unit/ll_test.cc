@@ -328,7 +328,7 @@ TEST(LL, RegionLayout) {
   EXPECT_EQ(llStepBytesFor(200), 128);
   EXPECT_EQ(llStepBytesFor(1 << 20), kLLMaxStepBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(link.producer.ll.lines) % 16, 0u);
-  EXPECT_EQ(link.producer.ll128.lines, link.producer.ll.lines + 4096 * kFifoSteps);
+  EXPECT_EQ(link.producer.ll128.lines, link.producer.ll.lines + 4096 * kLineSteps);
   EXPECT_EQ(link.producer.ll128.stepBytes, 4096);
   EXPECT_EQ(ll128StepBytesFor(1 << 20), kLL128MaxStepBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(link.producer.ll128.lines) % 128, 0u);
@@ -337,7 +337,7 @@ TEST(LL, RegionLayout) {
   // An odd step size still puts LL128's lines on a 128-byte boundary.
   Link odd(1000, 0, 1);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(odd.producer.ll128.lines) % 128, 0u);
-  EXPECT_LE(static_cast<size_t>(odd.producer.ll128.lines + odd.producer.ll128.stepBytes * kFifoSteps -
+  EXPECT_LE(static_cast<size_t>(odd.producer.ll128.lines + odd.producer.ll128.stepBytes * kLineSteps -
                                 static_cast<char*>(odd.memory.get())),
             transport::FifoLayout::totalBytes(1000));
 }
