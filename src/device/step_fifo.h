@@ -129,21 +129,25 @@ struct DirectPost {
 // How a producer writes one direct call's final segments to one peer.
 enum class DirectWay : int32_t { kSlot = 0, kPointer = 1, kCrossMemory = 2 };
 
-// Line bytes of one LL step: as large as a Simple slot, at most
-// kLLMaxStepBytes, at least 128 and a multiple of it, so that the payload of
-// a step (half of it) keeps chunk boundaries on 64-byte multiples.
+// Line bytes of one LL step: a Simple slot's bytes divided by the line
+// steps per slot (kLineSteps / kFifoSteps), so that a region never takes
+// more memory than the slots do; at most kLLMaxStepBytes, at least 128 and
+// a multiple of it, so that the payload of a step (half of it) keeps chunk
+// boundaries on 64-byte multiples. At the default FIFO sizes (1 MiB on the
+// host, 4 MiB on cuda) the cap decides: 512 KiB per region.
 constexpr int64_t kLLMaxStepBytes = 16 * 1024;
-WEFT_HD constexpr int64_t llStepBytesFor(int64_t stepBytes) {
-  return stepBytes >= kLLMaxStepBytes ? kLLMaxStepBytes : (stepBytes < 128 ? 128 : stepBytes / 128 * 128);
+WEFT_HD constexpr int64_t lineStepBytesFor(int64_t stepBytes, int64_t cap) {
+  const int64_t share = stepBytes / (kLineSteps / kFifoSteps);
+  return share >= cap ? cap : (share < 128 ? 128 : share / 128 * 128);
 }
+WEFT_HD constexpr int64_t llStepBytesFor(int64_t stepBytes) { return lineStepBytesFor(stepBytes, kLLMaxStepBytes); }
 
 // Line bytes of one LL128 step: the same rule and cap as LL's, whole
 // 128-byte lines (15/16 of them payload). The region is allocated on every
-// connection whether or not a call uses it: the cap keeps it at 128 KiB of
-// the host's default 1 MiB FIFO (1/8 more memory per connection).
+// connection whether or not a call uses it.
 constexpr int64_t kLL128MaxStepBytes = 16 * 1024;
 WEFT_HD constexpr int64_t ll128StepBytesFor(int64_t stepBytes) {
-  return stepBytes >= kLL128MaxStepBytes ? kLL128MaxStepBytes : (stepBytes < 128 ? 128 : stepBytes / 128 * 128);
+  return lineStepBytesFor(stepBytes, kLL128MaxStepBytes);
 }
 
 // A region of flagged lines (LL or LL128): kLineSteps steps of stepBytes

@@ -323,13 +323,18 @@ TEST(LL, RegionLayout) {
   Link link(4096, 0, 1);
   EXPECT_EQ(link.producer.ll.lines, link.producer.slots + 4096 * kFifoSteps);
   EXPECT_EQ(link.producer.ll.lines, link.consumer.ll.lines);
-  EXPECT_EQ(link.producer.ll.stepBytes, 4096);
+  // A line step is the slot's share (kLineSteps / kFifoSteps line steps per
+  // slot), so the region takes no more memory than the slots.
+  static_assert(kLineSteps == 4 * kFifoSteps, "the expectations below count 4 line steps a slot");
+  EXPECT_EQ(link.producer.ll.stepBytes, 1024);
   EXPECT_EQ(llStepBytesFor(64), 128);
   EXPECT_EQ(llStepBytesFor(200), 128);
+  EXPECT_EQ(llStepBytesFor(1000), 128) << "250 bytes a line step, rounded down to whole 128-byte lines";
   EXPECT_EQ(llStepBytesFor(1 << 20), kLLMaxStepBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(link.producer.ll.lines) % 16, 0u);
-  EXPECT_EQ(link.producer.ll128.lines, link.producer.ll.lines + 4096 * kLineSteps);
-  EXPECT_EQ(link.producer.ll128.stepBytes, 4096);
+  EXPECT_EQ(link.producer.ll128.lines, link.producer.ll.lines + 1024 * kLineSteps);
+  EXPECT_EQ(link.producer.ll128.lines - link.producer.ll.lines, 4096 * kFifoSteps) << "as much as the slots";
+  EXPECT_EQ(link.producer.ll128.stepBytes, 1024);
   EXPECT_EQ(ll128StepBytesFor(1 << 20), kLL128MaxStepBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(link.producer.ll128.lines) % 128, 0u);
   EXPECT_NE(link.producer.ll128.head, link.producer.ll.head);

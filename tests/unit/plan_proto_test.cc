@@ -35,8 +35,10 @@ TEST(PlanProto, SmallCallsRunLLWithChunksOfLLSteps) {
   const device::CollWork w = planOne(inputs(&any), device::Func::kAllReduce, 2);
   EXPECT_EQ(w.proto, device::Proto::kLL);
   EXPECT_EQ(w.direct, 0);
-  // 8 KiB slots -> 8 KiB LL steps carrying 4 KiB; 4 steps a chunk.
-  EXPECT_EQ(w.chunkElems, 4u * 4096 / sizeof(float));
+  // 8 KiB slots -> 2 KiB LL steps (a quarter of a slot: kLineSteps line
+  // steps for kFifoSteps slots) carrying 1 KiB; 4 steps a chunk.
+  static_assert(device::kLineSteps == 4 * device::kFifoSteps, "a quarter of a slot per line step");
+  EXPECT_EQ(w.chunkElems, 4u * 1024 / sizeof(float));
 }
 
 TEST(PlanProto, LargeCallsRunSimpleAndDirect) {
@@ -201,10 +203,11 @@ TEST(PlanProto, LL128WhenNamedWithChunksOfLL128Steps) {
     const device::CollWork w = planOne(in, func, 1 << 20);
     EXPECT_EQ(w.proto, device::Proto::kLL128) << static_cast<int>(func);
     EXPECT_EQ(w.direct, 0);
-    // 8 KiB slots -> 8 KiB LL128 steps carrying 64 lines x 120 bytes; 4 steps a chunk.
+    // 8 KiB slots -> 2 KiB LL128 steps (a quarter of a slot) carrying 16
+    // lines x 120 bytes; 4 steps a chunk.
     const uint64_t elem = func == device::Func::kAllGather || func == device::Func::kBroadcast ? 1 : sizeof(float);
     const uint64_t align = 64 / elem;
-    EXPECT_EQ(w.chunkElems, 4u * 64 * 120 / elem / align * align) << static_cast<int>(func);
+    EXPECT_EQ(w.chunkElems, 4u * 16 * 120 / elem / align * align) << static_cast<int>(func);
   }
   auto tree = tuning::AlgoFilter::parse("Tree");
   ASSERT_TRUE(tree.ok());
