@@ -31,10 +31,13 @@ constexpr int kFifoSteps = 8;
 // depth is how many small calls a producer may run ahead of its consumer
 // before it waits; where ranks outnumber cores every such wait is a trip
 // through the scheduler. With 8, 4 ranks on 2 cores broadcast 8 bytes at
-// 0.6-1.1 us a call (samples of 100 calls), against 0.45 for Open MPI.
-// A power of two (the slot is step % kLineSteps).
+// 0.55-1.1 us a call (samples of 100 calls; Open MPI 0.45), with 32 at
+// 0.23 (docs/fifo-protocol.md, "The LL protocol"). A power of two (the
+// slot is step % kLineSteps) and a multiple of kFifoSteps (a line step is
+// a share of a slot, lineStepBytesFor).
 constexpr int kLineSteps = 32;
-static_assert((kLineSteps & (kLineSteps - 1)) == 0 && kLineSteps >= kFifoSteps, "line steps: a power of two");
+static_assert((kLineSteps & (kLineSteps - 1)) == 0 && kLineSteps % kFifoSteps == 0,
+              "line steps: a power of two and a multiple of the slots' count");
 
 // The words both sides share. Each counter has a 128-byte line of its own:
 // the producer polls `head` while the consumer writes it and vice versa, and
