@@ -501,8 +501,7 @@ void runRepeat(Comm* comm, const void* sendbuff, void* recvbuff, Status* status)
     items[i].coll.recvbuff = recvbuff;
     items[i].coll.seq = static_cast<uint32_t>(seq);
     // itemSignature(items[i]) without working out the unchanged fields again
-    if (signatures[i].word != 0)
-      signatures[i].word = (signatures[i].word & ~device::kCallSeqMask) | (seq & device::kCallSeqMask);
+    signatures[i].word = device::withCallSeq(signatures[i].word, seq);
   }
   const device::WaitFailureInfo failure =
       device::hostRunChannel(comm->channels[static_cast<size_t>(comm->repeatChannel)].view(comm->rank), items.data(),

@@ -50,6 +50,13 @@ WEFT_HD constexpr uint64_t packCallWord(const CallFields& f) {
          (static_cast<uint64_t>(static_cast<uint32_t>(f.root + 1) & 0xfffffu) << 20) | (f.seq & kCallSeqMask);
 }
 
+// `word` with its sequence field set to the low bits of `seq`, the other
+// fields kept; 0 (unchecked) stays 0. A repeated call's signature (the same
+// call but its sequence number: core/launch.cc runRepeat).
+WEFT_HD constexpr uint64_t withCallSeq(uint64_t word, uint64_t seq) {
+  return word == 0 ? 0 : (word & ~kCallSeqMask) | (seq & kCallSeqMask);
+}
+
 WEFT_HD constexpr CallFields unpackCallWord(uint64_t word) {
   return CallFields{static_cast<int>((word >> 56) & 0xf),         static_cast<int>((word >> 52) & 0xf),
                     static_cast<int>((word >> 48) & 0xf),         static_cast<int>((word >> 44) & 0xf),

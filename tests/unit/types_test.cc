@@ -4,9 +4,32 @@
 #include <cmath>
 
 #include "device/types.h"
+#include "device/work.h"
 
 namespace weft::device {
 namespace {
+
+// A repeat's signature (core/launch.cc): withCallSeq on the signature of
+// an item gives the signature of the same item with the new sequence, past
+// the field's 20 bits too; an unchecked item stays unchecked.
+TEST(CallWord, WithCallSeqIsTheItemsSignatureAtThatSequence) {
+  WorkItem item{};
+  item.kind = WorkItem::Kind::kColl;
+  item.checkCalls = true;
+  item.coll.func = Func::kBroadcast;
+  item.coll.dtype = DataType::kFloat32;
+  item.coll.root = 3;
+  item.coll.count = 1000;
+  item.coll.seq = 7;
+  const CallSignature first = itemSignature(item);
+  for (uint64_t seq : {uint64_t{8}, uint64_t{kCallSeqMask}, uint64_t{kCallSeqMask} + 1, uint64_t{1} << 33}) {
+    item.coll.seq = static_cast<uint32_t>(seq);
+    EXPECT_EQ(withCallSeq(first.word, seq), itemSignature(item).word) << seq;
+    EXPECT_NE(withCallSeq(first.word, seq), withCallSeq(first.word, seq + 1)) << seq;
+  }
+  item.checkCalls = false;
+  EXPECT_EQ(withCallSeq(itemSignature(item).word, 9), 0u);
+}
 
 TEST(Half, RoundTripsEveryFiniteValue) {
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
